@@ -1,0 +1,96 @@
+"""Run one snippet's measure() in this (fresh) process and write its data as JSON.
+
+    python -m coursekit.runner snippets/m02/host_overhead.py OUT.json [--small]
+
+The build job (coursekit.build) starts one of these per snippet, so that the caching
+allocator, compile caches and CUDA state never leak from one experiment into the next.
+The output holds the snippet's data and the provenance that only this process can see
+(device, driver, library versions); the build job adds the rest and validates it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _driver() -> str:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=30,
+        )
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else "none"
+    except (OSError, subprocess.TimeoutExpired):
+        return "none"
+
+
+def device_provenance() -> dict:
+    import torch
+
+    try:
+        import triton
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = "not installed"
+    cuda = torch.cuda.is_available()
+    prov = {
+        "gpu": torch.cuda.get_device_name() if cuda else "none (CPU run)",
+        "gpu_count": torch.cuda.device_count() if cuda else 0,
+        "driver": _driver() if cuda else "none",
+        "cuda": torch.version.cuda or "none",
+        "torch": torch.__version__,
+        "triton": triton_version,
+        "python": platform.python_version(),
+        "cpu": _cpu_model(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    if "jax" in sys.modules:
+        prov["jax"] = sys.modules["jax"].__version__
+    return prov
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("snippet", type=Path)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--small", action="store_true", help="small sizes (CPU runs and tests)")
+    args = parser.parse_args(argv)
+
+    # Load the file as a module (not as __main__: its table printing does not run here).
+    spec = importlib.util.spec_from_file_location(f"snippet_{args.snippet.stem}", args.snippet)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(args.snippet.parent))
+    spec.loader.exec_module(module)
+    if not callable(getattr(module, "measure", None)):
+        print(f"error: {args.snippet} defines no measure(small=False) function", file=sys.stderr)
+        return 2
+
+    start = time.perf_counter()
+    data = module.measure(small=args.small)
+    duration = time.perf_counter() - start
+    prov = device_provenance()
+    prov["duration_s"] = round(duration, 2)
+    args.out.write_text(json.dumps({"data": data, "provenance": prov}, allow_nan=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""Time per torch.add against tensor size, 1 element to 2^28: the overhead floor, the bandwidth
+slope, and the size where one stops hiding the other."""
+import math
+
+import torch
+
+from coursekit.bench import device_name, graph_us, host_us
+
+
+def measure(small: bool = False) -> dict:
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    exponents = range(0, 17, 4) if small else range(0, 29)
+    repeats = 5 if small else 15
+    points = []
+    with torch.inference_mode():
+        for e in exponents:
+            numel = 2**e
+            a, b = torch.randn(numel, device=dev), torch.randn(numel, device=dev)
+            # Eager as written: torch.add allocates its output; many calls back to back, then sync.
+            calls = max(8, min(2000, 2**31 // (12 * numel)))
+            eager = host_us(lambda: torch.add(a, b), calls=3 if small else calls, repeats=repeats, warmup=3)
+            kernel = graph_us(lambda: torch.add(a, b))  # the kernel alone, launch gaps removed
+            points.append({"numel": numel, "bytes": 3 * 4 * numel, "eager_us": eager, "kernel_us": kernel})
+            del a, b
+
+    # The floor: eager time per op where the kernel is negligible (the smallest sizes).
+    floor_us = sorted(p["eager_us"]["median"] for p in points[:3])[1]
+    # The slope: bytes over kernel time at the largest size (inputs far beyond L2).
+    big = points[-1]
+    bandwidth_GBps = big["bytes"] / (big["kernel_us"]["median"] * 1e-6) / 1e9
+    # Crossover: the first size whose kernel alone takes longer than the floor (log-interpolated).
+    crossover = None
+    for lo, hi in zip(points, points[1:]):
+        if lo["kernel_us"]["median"] < floor_us <= hi["kernel_us"]["median"]:
+            t0, t1 = math.log(lo["kernel_us"]["median"]), math.log(hi["kernel_us"]["median"])
+            f = (math.log(floor_us) - t0) / (t1 - t0)
+            crossover = 2 ** (math.log2(lo["numel"]) + f * (math.log2(hi["numel"]) - math.log2(lo["numel"])))
+            break
+    return {
+        "repetitions": repeats, "device": dev, "dtype": "float32", "points": points,
+        "floor_us": floor_us, "bandwidth_GBps": bandwidth_GBps,
+        "crossover_numel": crossover if crossover is not None else -1,
+        "crossover_bytes": 12 * crossover if crossover is not None else -1,
+        "model_crossover_numel": floor_us * 1e-6 * bandwidth_GBps * 1e9 / 12,
+        "tiny_gpu_busy_fraction": points[0]["kernel_us"]["median"] / points[0]["eager_us"]["median"],
+    }
+
+
+if __name__ == "__main__":
+    r = measure(small=not torch.cuda.is_available())
+    print(f"torch.add, float32, on {device_name()}: us per op")
+    print(f"{'numel':>11} {'eager':>9} {'kernel':>9}")
+    for p in r["points"]:
+        print(f"{p['numel']:>11} {p['eager_us']['median']:9.2f} {p['kernel_us']['median']:9.2f}")
+    print(f"floor {r['floor_us']:.2f} us, bandwidth {r['bandwidth_GBps']:.0f} GB/s, "
+          f"kernel time passes the floor at {r['crossover_numel']:.3g} elements")

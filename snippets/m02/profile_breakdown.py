@@ -1,0 +1,50 @@
+"""torch.profiler's view of one eager torch.add: the host events around the launch and the kernel."""
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from coursekit.bench import device_name, summarize
+
+NUMEL = 1024
+CALLS = 1000
+
+
+def measure(small: bool = False) -> dict:
+    cuda = torch.cuda.is_available()
+    dev = "cuda" if cuda else "cpu"
+    a = torch.randn(NUMEL, device=dev, requires_grad=True)
+    b = torch.randn(NUMEL, device=dev, requires_grad=True)
+    calls = 20 if small else CALLS
+    repeats = 3 if small else 10
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    per_rep = []  # {event name: (count, host us per call, device us per call)} for each repetition
+    for _ in range(repeats + 1):  # the first profile is a warm-up (CUPTI start-up costs)
+        # --8<-- [start:profile]
+        with profile(activities=activities) as prof:
+            for _ in range(calls):
+                torch.add(a, b)  # autograd on: the full eager path
+            if cuda:
+                torch.cuda.synchronize()
+        events = prof.key_averages()
+        # --8<-- [end:profile]
+        per_rep.append({e.key: (e.count, e.cpu_time_total / calls, e.device_time_total / calls) for e in events})
+    per_rep = per_rep[1:]
+
+    names = sorted(set.intersection(*(set(r) for r in per_rep)))
+    rows = {}
+    for name in names:
+        counts = {r[name][0] for r in per_rep}
+        rows[name] = {
+            "count_per_call": max(counts) / calls,
+            "host_us_per_call": summarize([r[name][1] for r in per_rep], "us"),
+            "device_us_per_call": summarize([r[name][2] for r in per_rep], "us"),
+        }
+    kernel = [n for n in names if rows[n]["device_us_per_call"]["median"] > 0 and not n.startswith(("aten::", "cuda"))]
+    return {"repetitions": repeats, "calls": calls, "numel": NUMEL, "events": rows,
+            "kernel_name": kernel[0] if kernel else "none (CPU run)",
+            "table": events.table(sort_by="cpu_time_total", row_limit=8, max_name_column_width=40)}
+
+
+if __name__ == "__main__":
+    r = measure(small=not torch.cuda.is_available())
+    print(f"torch.profiler, {r['calls']} x torch.add of {r['numel']} floats on {device_name()}")
+    print(r["table"])
