@@ -49,19 +49,39 @@ def _sync() -> None:
         torch.cuda.synchronize()
 
 
+def _host_sample_us(fn, calls: int) -> float:
+    _sync()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    _sync()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
 def host_us(fn, calls: int = 1000, repeats: int = 30, warmup: int = 100) -> dict:
     """Host microseconds per call of ``fn``: ``calls`` back-to-back calls, timed ``repeats`` times."""
     for _ in range(warmup):
         fn()
-    samples = []
-    for _ in range(repeats):
-        _sync()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        _sync()
-        samples.append((time.perf_counter() - start) / calls * 1e6)
-    return summarize(samples, "us")
+    return summarize([_host_sample_us(fn, calls) for _ in range(repeats)], "us")
+
+
+def host_us_each(variants: dict, calls: int = 1000, repeats: int = 30, warmup: int = 100) -> dict:
+    """``host_us`` for several variants, interleaved round by round so that drift in the host's
+    speed (frequency, other tenants) lands on every variant alike rather than on whichever ran last.
+
+    ``variants`` maps a name to ``(fn, context_factory)``; each round times ``calls`` calls of
+    ``fn`` inside ``context_factory()`` (e.g. ``torch.no_grad``), outside the timed loop's body.
+    """
+    samples = {name: [] for name in variants}
+    for round_ in range(repeats + 1):  # round 0 is the warm-up
+        for name, (fn, context) in variants.items():
+            with context():
+                if round_ == 0:
+                    for _ in range(warmup):
+                        fn()
+                else:
+                    samples[name].append(_host_sample_us(fn, calls))
+    return {name: summarize(s, "us") for name, s in samples.items()}
 
 
 def gpu_us(fn, warmup_ms: int = 25, rep_ms: int = 200) -> dict:

@@ -14,6 +14,7 @@ import argparse
 import datetime
 import importlib.util
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -60,6 +61,7 @@ def device_provenance() -> dict:
         "triton": triton_version,
         "python": platform.python_version(),
         "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
     if "jax" in sys.modules:
@@ -77,6 +79,7 @@ def main(argv=None) -> int:
     # Load the file as a module (not as __main__: its table printing does not run here).
     spec = importlib.util.spec_from_file_location(f"snippet_{args.snippet.stem}", args.snippet)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # torch.compile looks a function's globals up by module name
     sys.path.insert(0, str(args.snippet.parent))
     spec.loader.exec_module(module)
     if not callable(getattr(module, "measure", None)):

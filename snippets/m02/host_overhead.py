@@ -3,7 +3,7 @@ import contextlib
 
 import torch
 
-from coursekit.bench import device_name, host_us
+from coursekit.bench import device_name, host_us_each
 
 NUMEL = 1024  # 4 KB per tensor: the kernel is tiny, so the host's work is what we see
 
@@ -12,31 +12,26 @@ def variants(dev: str) -> dict:
     a, b = torch.randn(NUMEL, device=dev), torch.randn(NUMEL, device=dev)
     a_grad, b_grad = a.clone().requires_grad_(), b.clone().requires_grad_()
     out = torch.empty_like(a)
+    cpu_a, cpu_b = a.cpu(), b.cpu()
     aten_add = torch.ops.aten.add.Tensor
     # --8<-- [start:variants]
-    # name: (what runs, the grad mode it runs under)
+    # name: (what is timed, the grad mode it runs under)
     return {
         "requires_grad": (lambda: torch.add(a_grad, b_grad), contextlib.nullcontext),
         "no_grad": (lambda: torch.add(a, b), torch.no_grad),
         "inference_mode": (lambda: torch.add(a, b), torch.inference_mode),
         "out_no_alloc": (lambda: torch.add(a, b, out=out), torch.inference_mode),
         "aten_op_direct": (lambda: aten_add(a, b), torch.inference_mode),
+        "cpu_tensors": (lambda: torch.add(cpu_a, cpu_b), torch.inference_mode),
+        "python_call": (lambda: None, contextlib.nullcontext),
     }
     # --8<-- [end:variants]
 
 
 def measure(small: bool = False) -> dict:
-    calls, repeats = (50, 5) if small else (2000, 30)
+    calls, repeats = (50, 5) if small else (2000, 50)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
-    host = {}
-    for name, (fn, mode) in variants(dev).items():
-        with mode():
-            host[name] = host_us(fn, calls=calls, repeats=repeats)
-    # The same add on CPU tensors (no launch, no CUDA allocator), and an empty Python call.
-    cpu_a, cpu_b = torch.randn(NUMEL), torch.randn(NUMEL)
-    with torch.inference_mode():
-        host["cpu_tensors"] = host_us(lambda: torch.add(cpu_a, cpu_b), calls=calls, repeats=repeats)
-    host["python_call"] = host_us(lambda: None, calls=calls, repeats=repeats)
+    host = host_us_each(variants(dev), calls=calls, repeats=repeats)
     return {"repetitions": repeats, "calls_per_repetition": calls, "numel": NUMEL, "device": dev,
             "host_us": host}
 

@@ -22,6 +22,9 @@ def measure(small: bool = False) -> dict:
             x = torch.relu(x * 1.0001 + b)  # mul, add, relu: three small kernels per turn ...
         return x
 
+    a_grad, b_grad = a.clone().requires_grad_(), b.clone().requires_grad_()
+    # The whole eager path (autograd on, output allocated): host time per op, back to back.
+    full_eager = host_us(lambda: torch.add(a_grad, b_grad), calls=50 if small else 5000, repeats=5 if small else 30)
     with torch.inference_mode():
         # --8<-- [start:timers]
         replayed = graph_us(add)          # thousands of adds in one CUDA graph: no launch gaps
@@ -34,7 +37,10 @@ def measure(small: bool = False) -> dict:
     return {
         "repetitions": min(replayed["n"], event_timed["n"], eager_stream["n"]),
         "numel": NUMEL,
-        "add_us": {"graph_replay": replayed, "event_timed_launch": event_timed, "eager_back_to_back": eager_stream},
+        "add_us": {"graph_replay": replayed, "event_timed_launch": event_timed, "eager_back_to_back": eager_stream,
+                   "full_eager": full_eager},
+        "host_to_kernel_ratio": {"full_eager": full_eager["median"] / replayed["median"],
+                               "lean_eager": eager_stream["median"] / replayed["median"]},
         "chain": {"kernels": chain_kernels, "eager_us": chain_eager, "graph_us": chain_graph,
                   "gpu_busy_fraction": chain_graph["median"] / chain_eager["median"]},
     }

@@ -1,0 +1,63 @@
+"""Figures for module 02, drawn at site-build time from build_results/ (plotly only, no torch)."""
+import plotly.graph_objects as go
+
+LABELS = {
+    "requires_grad": "torch.add, inputs require grad",
+    "no_grad": "torch.no_grad()",
+    "inference_mode": "torch.inference_mode()",
+    "out_no_alloc": "inference_mode + out= (no allocation)",
+    "aten_op_direct": "torch.ops.aten.add.Tensor",
+    "cpu_tensors": "CPU tensors (no launch)",
+    "python_call": "empty Python call",
+}
+
+
+def _err(s):
+    return dict(type="data", symmetric=False, array=[s["p90"] - s["median"]], arrayminus=[s["median"] - s["p10"]])
+
+
+def host_overhead(results):
+    host = results("m02/host_overhead")["host_us"]
+    kernel = results("m02/kernel_time")["add_us"]["graph_replay"]
+    fig = go.Figure()
+    for name in reversed(list(LABELS)):
+        s = host[name]
+        fig.add_bar(y=[LABELS[name]], x=[s["median"]], orientation="h", name=LABELS[name], error_x=_err(s),
+                    showlegend=False, marker_color="#1f5fbf" if name != "python_call" else "#888",
+                    hovertemplate="%{y}: %{x:.2f} µs host per op<extra></extra>")
+    fig.add_bar(y=["GPU: the add kernel itself (graph replay)"], x=[kernel["median"]], orientation="h",
+                error_x=_err(kernel), marker_color="#e07b00", showlegend=False,
+                hovertemplate="kernel: %{x:.2f} µs of GPU time<extra></extra>")
+    fig.update_layout(xaxis_title="microseconds per torch.add of 1024 floats (median, bars: 10th–90th pct.)",
+                      height=420, margin=dict(l=10, r=10, t=10, b=50), bargap=0.3)
+    fig.update_yaxes(automargin=True)
+    return fig
+
+
+def crossover(results):
+    d = results("m02/crossover")
+    pts = d["points"]
+    numel = [p["numel"] for p in pts]
+    fig = go.Figure()
+    for key, label in (("eager_us", "eager torch.add, back to back (host-bound where flat)"),
+                       ("kernel_us", "the kernel alone (CUDA-graph replay)")):
+        fig.add_scatter(
+            x=numel, y=[p[key]["median"] for p in pts], mode="lines+markers", name=label,
+            error_y=dict(type="data", symmetric=False, array=[p[key]["p90"] - p[key]["median"] for p in pts],
+                         arrayminus=[p[key]["median"] - p[key]["p10"] for p in pts]),
+            customdata=[p["bytes"] / 1e6 for p in pts],
+            hovertemplate="%{x:.3s} elements (%{customdata:.3g} MB moved): %{y:.3g} µs<extra></extra>")
+    bw = d["bandwidth_GBps"] * 1e9
+    fig.add_scatter(x=numel, y=[max(d["floor_us"], 12 * n / bw * 1e6) for n in numel], mode="lines",
+                    line=dict(dash="dot"), name=f"model: max(floor {d['floor_us']:.1f} µs, bytes / {bw / 1e12:.2f} TB/s)",
+                    hoverinfo="skip")
+    if d["crossover_numel"] > 0:
+        fig.add_vline(x=d["crossover_numel"], line_dash="dash", line_width=1,
+                      annotation_text=f"kernel = floor at {d['crossover_numel']:.2g} elements", annotation_position="top left")
+    if d.get("l2_bytes"):
+        fig.add_vrect(x0=1, x1=d["l2_bytes"] / 12, opacity=0.08, line_width=0, fillcolor="gray",
+                      annotation_text="a, b and the output fit in L2", annotation_position="bottom right")
+    fig.update_xaxes(type="log", title="elements per tensor (float32; bytes moved = 12 × elements)", exponentformat="power")
+    fig.update_yaxes(type="log", title="microseconds per op (median; bars: 10th–90th pct.)")
+    fig.update_layout(height=480, margin=dict(l=10, r=10, t=10, b=10), legend=dict(x=0.01, y=0.99))
+    return fig

@@ -1,0 +1,158 @@
+"""Figures for module 03: what each torch.compile mode buys against batch size, and why.
+
+``results(key)`` returns a stored result's data: "m03/modes" (snippets/m03/modes.py) and
+"methodology/ceilings" (copy bandwidth and bf16 GEMM rate, measured in the same build).
+The ceilings turn the snippet's FLOPs and bytes into floors; ``derived`` does that once.
+"""
+import math
+
+import plotly.graph_objects as go
+
+LABELS = {
+    "eager": "eager",
+    "default": "torch.compile (default)",
+    "reduce-overhead": 'mode="reduce-overhead" (CUDA graphs)',
+    "max-autotune-no-cudagraphs": 'mode="max-autotune-no-cudagraphs"',
+}
+SHORT = {"CPU overhead": "CPU", "memory traffic": "memory", "compute": "compute"}
+
+
+def _spread(lows, mids, highs):
+    """Error bars from the 10th to the 90th percentile around the median."""
+    return {"type": "data", "symmetric": False, "array": [h - m for m, h in zip(mids, highs)],
+            "arrayminus": [m - lo for lo, m in zip(lows, mids)]}
+
+
+def derived(results) -> dict:
+    """Floors, the binding overhead and the predicted speedup per batch size.
+
+    Prediction, made from eager measurements and the ceilings alone: graph mode takes the host
+    off the critical path (time becomes the GPU busy time) and fusion removes the HBM traffic
+    beyond the fused minimum (at copy bandwidth); nothing goes below the two roofline floors.
+    """
+    modes = results("m03/modes")
+    ceilings = results("methodology/ceilings")
+    bytes_per_us = ceilings["copy"]["GBps"]["median"] * 1e3    # GB/s -> bytes per us
+    flops_per_us = ceilings["gemm"]["TFLOPs"]["median"] * 1e6  # TFLOP/s -> FLOPs per us
+    rows = []
+    for p in modes["points"]:
+        eager = p["modes"]["eager"]
+        eager_us = eager["time_us"]["median"]
+        issue_us = eager["issue_us"]["median"]
+        busy_us = eager["gpu_busy_us"]["median"]
+        compute_floor_us = p["flops"] / flops_per_us
+        memory_floor_us = p["bytes_min"] / bytes_per_us
+        eager_traffic_us = p["bytes_eager"] / bytes_per_us
+        if issue_us > busy_us:
+            binds = "CPU overhead"      # the GPU waits for the host
+        elif eager_traffic_us > compute_floor_us:
+            binds = "memory traffic"    # unfused HBM round trips outweigh the matmuls
+        else:
+            binds = "compute"
+        predicted_us = max(busy_us - (eager_traffic_us - memory_floor_us), compute_floor_us, memory_floor_us)
+        if busy_us <= 0:
+            predicted_us = eager_us  # no GPU profile (a CPU run): no prediction
+        rows.append({
+            "tokens": p["tokens"],
+            "binds": binds,
+            "eager_us": eager_us,
+            "issue_us": issue_us,
+            "gpu_busy_us": busy_us,
+            "gpu_busy_fraction": busy_us / eager_us,
+            "kernels_per_step": eager["kernels_per_step"],
+            "compute_floor_us": compute_floor_us,
+            "memory_floor_us": memory_floor_us,
+            "eager_traffic_us": eager_traffic_us,
+            "achieved_GBps": p["bytes_eager"] / busy_us / 1e3 if busy_us > 0 else 0.0,
+            "achieved_TFLOPs": p["flops"] / busy_us / 1e6 if busy_us > 0 else 0.0,
+            "predicted_us": predicted_us,
+            "predicted_speedup": eager_us / predicted_us,
+            "graphs_only_speedup": eager_us / busy_us if busy_us > 0 else 0.0,  # host removed, nothing fused
+            "measured_speedup": {m: p["modes"][m]["speedup"] for m in modes["modes"]},
+            "best_mode": max(modes["modes"], key=lambda m: p["modes"][m]["speedup"]),
+        })
+    return {
+        "copy_GBps": ceilings["copy"]["GBps"]["median"],
+        "gemm_TFLOPs": ceilings["gemm"]["TFLOPs"]["median"],
+        "points": rows,
+        "by_tokens": {str(r["tokens"]): r for r in rows},
+    }
+
+
+def speedup(results) -> go.Figure:
+    """Speedup over eager of each compile mode, with the predicted speedup and binding overhead."""
+    data = results("m03/modes")
+    rows = derived(results)["points"]
+    tokens = [p["tokens"] for p in data["points"]]
+    fig = go.Figure()
+    for mode in data["modes"]:
+        if mode == "eager":
+            continue
+        runs = [p["modes"][mode] for p in data["points"]]
+        eager = [p["modes"]["eager"]["time_us"]["median"] for p in data["points"]]
+        # the spread of the mode's own time: eager median over its 90th and 10th percentiles
+        fig.add_trace(go.Scatter(
+            x=tokens, y=[r["speedup"] for r in runs], mode="lines+markers", name=LABELS[mode],
+            error_y=_spread([e / r["time_us"]["p90"] for e, r in zip(eager, runs)], [r["speedup"] for r in runs],
+                            [e / r["time_us"]["p10"] for e, r in zip(eager, runs)]),
+            customdata=[[r["time_us"]["median"], r["first_call_s"]["median"]] for r in runs],
+            hovertemplate="%{x} tokens: %{y:.2f}× (%{customdata[0]:.1f} µs per forward, "
+                          "compiled in %{customdata[1]:.1f} s)<extra>" + LABELS[mode] + "</extra>",
+        ))
+    fig.add_trace(go.Scatter(
+        x=tokens, y=[r["predicted_speedup"] for r in rows], mode="lines+markers+text",
+        line={"dash": "dash"}, marker={"symbol": "diamond-open", "size": 9},
+        name="predicted from eager profile: no host overhead, no extra HBM traffic",
+        text=[SHORT[r["binds"]] for r in rows], textposition="top center",
+        customdata=[[r["binds"], r["predicted_us"]] for r in rows],
+        hovertemplate="%{x} tokens: predicted %{y:.2f}× (%{customdata[1]:.1f} µs); "
+                      "binding: %{customdata[0]}<extra></extra>",
+    ))
+    fig.add_hline(y=1, line_dash="dot", annotation_text="eager", annotation_position="bottom right")
+    fig.update_xaxes(type="log", title_text="tokens per forward")
+    fig.update_yaxes(type="log", title_text="speedup over eager (×, log scale)")
+    fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.2}, hovermode="closest",
+                      height=520, margin={"l": 10, "r": 10, "t": 10, "b": 50})
+    return fig
+
+
+def decomposition(results) -> go.Figure:
+    """Per batch size: host issue time, GPU busy time and the two floors against eager's wall time."""
+    d = derived(results)
+    rows = d["points"]
+    x = [str(r["tokens"]) for r in rows]
+    bars = [
+        ("host issue time (CPU overhead)", "issue_us"),
+        ("GPU busy time (profiler, kernels)", "gpu_busy_us"),
+        (f"eager HBM traffic at {d['copy_GBps']:.0f} GB/s", "eager_traffic_us"),
+        ("memory floor: fused bytes at copy bandwidth", "memory_floor_us"),
+        (f"compute floor: FLOPs at {d['gemm_TFLOPs']:.0f} TFLOP/s", "compute_floor_us"),
+    ]
+    points = results("m03/modes")["points"]
+    fig = go.Figure()
+    for name, key in bars:
+        measured = key in ("issue_us", "gpu_busy_us")  # the floors are computed, not sampled
+        spread = [p["modes"]["eager"][key] for p in points] if measured else None
+        fig.add_trace(go.Bar(
+            x=x, y=[r[key] for r in rows], name=name,
+            error_y=_spread([s["p10"] for s in spread], [s["median"] for s in spread],
+                            [s["p90"] for s in spread]) if measured else None,
+            hovertemplate="%{x} tokens: %{y:.1f} µs<extra>" + name + "</extra>",
+        ))
+    fig.add_trace(go.Scatter(
+        x=x, y=[r["eager_us"] for r in rows], mode="markers+text", name="eager wall time per forward",
+        error_y=_spread(*([p["modes"]["eager"]["time_us"][q] for p in points] for q in ("p10", "median", "p90"))),
+        marker={"symbol": "line-ew-open", "size": 28, "line": {"width": 3}},
+        text=[SHORT[r["binds"]] for r in rows], textposition="top center",
+        customdata=[[r["binds"], r["kernels_per_step"]] for r in rows],
+        hovertemplate="%{x} tokens: eager %{y:.1f} µs, %{customdata[1]} kernels; "
+                      "binds: %{customdata[0]}<extra></extra>",
+    ))
+    positive = [r[k] for r in rows for _, k in bars if r[k] > 0] + [r["eager_us"] for r in rows]
+    fig.update_xaxes(type="category", title_text="tokens per forward (log-spaced)")
+    fig.update_yaxes(type="log", title_text="time per forward (µs, log scale; bars: 10th–90th pct.)",
+                     range=[math.log10(min(positive)) - 0.2, math.log10(max(positive)) + 0.3])
+    # The overheads overlap in time (the host issues while the GPU runs): grouped, not stacked.
+    fig.update_layout(barmode="group", legend={"orientation": "h", "yanchor": "top", "y": -0.2},
+                      hovermode="closest", height=520, margin={"l": 10, "r": 10, "t": 10, "b": 50})
+    return fig

@@ -1,0 +1,187 @@
+"""One small model (four MLP blocks) across token batch sizes in eager mode and three
+torch.compile modes: wall time per forward, compile time, kernels per step, GPU busy time,
+host issue time, and the FLOPs and bytes that the chapter turns into floors."""
+import time
+
+import torch
+from torch import nn
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile
+
+from coursekit.bench import device_name, host_us, summarize
+
+BLOCKS = 4
+MODES = ["eager", "default", "reduce-overhead", "max-autotune-no-cudagraphs"]
+CUDA_ONLY_MODES = ["reduce-overhead", "max-autotune-no-cudagraphs"]
+
+
+# --8<-- [start:model]
+class Block(nn.Module):
+    def __init__(self, d: int):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.up = nn.Linear(d, 4 * d)
+        self.gelu = nn.GELU()
+        self.down = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        return x + self.down(self.gelu(self.up(self.norm(x))))
+# --8<-- [end:model]
+
+
+# --8<-- [start:bytes]
+def eager_bytes(tokens: int, d: int, elem: int) -> int:
+    """HBM bytes that eager mode moves: every op reads its inputs and writes its output.
+
+    Per block, in elements (T = tokens):
+      layer_norm  read x, write y          2*T*d    + weight, bias   2*d
+      up (addmm)  read y, write h          5*T*d    + weight, bias   4*d*d + 4*d
+      gelu        read h, write g          8*T*d
+      down        read g, write o          5*T*d    + weight, bias   4*d*d + d
+      add         read x and o, write      3*T*d
+      total                               23*T*d    + 8*d*d + 7*d  (all parameters, once)
+    (layer_norm's fp32 mean and rstd, 8 bytes per token, are left out: under 0.2%.)
+    """
+    return BLOCKS * (23 * tokens * d + 8 * d * d + 7 * d) * elem
+
+
+def min_bytes(tokens: int, d: int, elem: int) -> int:
+    """The ideal fused forward: every parameter read once, input read once, output written once."""
+    return (BLOCKS * (8 * d * d + 7 * d) + 2 * tokens * d) * elem
+# --8<-- [end:bytes]
+
+
+def profile_step(step, steps: int, cuda: bool) -> tuple[float, float]:
+    """Device kernels (and copies) per step and their summed device time per step, in us."""
+    # --8<-- [start:profile]
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            step()
+        if cuda:
+            torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
+    busy_us = sum(e.time_range.elapsed_us() for e in kernels)
+    # --8<-- [end:profile]
+    return len(kernels) / steps, busy_us / steps
+
+
+def issue_us(step, repeats: int, cuda: bool) -> dict:
+    """Host time for one call to return, starting from an idle GPU: the queue never fills, so
+    this is the time to issue the step's kernels, not to run them."""
+    samples = []
+    for _ in range(repeats):
+        if cuda:
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        step()
+        samples.append((time.perf_counter() - start) * 1e6)
+        if cuda:
+            torch.cuda.synchronize()
+    return summarize(samples, "us")
+
+
+def measure(small: bool = False) -> dict:
+    cuda = torch.cuda.is_available()
+    dev, dtype = ("cuda", torch.bfloat16) if cuda else ("cpu", torch.float32)
+    d = 256 if small else 1024
+    token_counts = [1, 16] if small else [1, 16, 64, 256, 1024, 4096]
+    calls, repeats, steps, profiles = (5, 5, 3, 2) if small else (100, 15, 20, 3)
+    modes = MODES if cuda else [m for m in MODES if m not in CUDA_ONLY_MODES]
+    notes = [] if cuda else [f"{m}: skipped, it needs CUDA" for m in CUDA_ONLY_MODES]
+    notes += ["eager only is profiled, after all timing: once CUPTI has traced kernels, launches stay "
+              "slower in the process; kernels and GPU busy time count CUDA kernels and copies"
+              + ("" if cuda else ", so with no GPU they are 0"),
+              "first_call_s is a cold compile (Inductor caches off); the first one also pays "
+              "the compiler's one-time start-up"]
+
+    # Compile times are cold: no on-disk cache from an earlier run may answer for the compiler.
+    torch._inductor.config.force_disable_caches = True
+    if not cuda:
+        torch.set_num_threads(1)  # compiled C++ kernels bring their own OpenMP pool; two would fight
+    torch.manual_seed(0)
+    model = nn.Sequential(*[Block(d) for _ in range(BLOCKS)]).to(dev, dtype).eval()
+    linear_weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
+    params = sum(p.numel() for p in model.parameters())
+    elem = torch.finfo(dtype).bits // 8
+
+    results = {t: {} for t in token_counts}
+    with torch.no_grad():
+        for mode in modes:
+            for tokens in token_counts:
+                x = torch.randn(tokens, d, device=dev, dtype=dtype)
+                # --8<-- [start:compile]
+                if mode == "eager":
+                    run = model
+                else:
+                    torch._dynamo.reset()  # a fresh compile per batch size: one static graph each
+                    run = torch.compile(model, mode=mode, dynamic=False)
+                # --8<-- [end:compile]
+                start = time.perf_counter()
+                run(x)  # the first call compiles
+                if cuda:
+                    torch.cuda.synchronize()
+                first_call_s = time.perf_counter() - start
+                for _ in range(3):
+                    run(x)  # reduce-overhead: warm-up, then CUDA graph recording; outputs not kept
+
+                def step():
+                    return run(x)
+
+                results[tokens][mode] = {
+                    "time_us": host_us(step, calls=calls, repeats=repeats, warmup=10),
+                    "issue_us": issue_us(step, 2 * repeats, cuda),
+                }
+                if mode != "eager":
+                    results[tokens][mode]["first_call_s"] = summarize([first_call_s], "s")
+                del run, x
+        torch._dynamo.reset()
+
+        # Profile eager last: once CUPTI has traced kernels, launches stay slower in this process.
+        profile_step(lambda: model(torch.randn(1, d, device=dev, dtype=dtype)), 1, cuda)  # start-up
+        for tokens in token_counts:
+            x = torch.randn(tokens, d, device=dev, dtype=dtype)
+            kernels, busy = zip(*(profile_step(lambda: model(x), steps, cuda) for _ in range(profiles)))
+            results[tokens]["eager"]["gpu_busy_us"] = summarize(list(busy), "us")
+            results[tokens]["eager"]["kernels_per_step"] = round(max(kernels))
+
+    points = []
+    for tokens in token_counts:
+        eager_us = results[tokens]["eager"]["time_us"]["median"]
+        for r in results[tokens].values():
+            r["speedup"] = eager_us / r["time_us"]["median"]
+        points.append({
+            "tokens": tokens,
+            "flops": 2 * tokens * linear_weights,  # the matmuls; elementwise FLOPs are negligible
+            "bytes_min": min_bytes(tokens, d, elem),
+            "bytes_eager": eager_bytes(tokens, d, elem),
+            "modes": results[tokens],
+        })
+    return {
+        "repetitions": repeats, "calls_per_repetition": calls, "profiled_steps": steps * profiles,
+        "device": dev, "dtype": str(dtype).removeprefix("torch."), "d_model": d, "blocks": BLOCKS,
+        "params": params, "linear_weights": linear_weights, "modes": modes, "notes": notes,
+        "points": points,
+    }
+
+
+def report(r: dict) -> None:
+    print(f"{r['blocks']} MLP blocks, d={r['d_model']}, {r['dtype']}, on {device_name()}")
+    print("us per forward (speedup over eager; first call = compile, s)")
+    print(f"{'tokens':>6} " + " ".join(f"{m:>28}" for m in r["modes"]))
+    for p in r["points"]:
+        cells = [f"{s['time_us']['median']:7.1f} ({s['speedup']:4.2f}x"
+                 + (f"; {s['first_call_s']['median']:4.1f}s)" if "first_call_s" in s else ")")
+                 for s in p["modes"].values()]
+        print(f"{p['tokens']:>6} " + " ".join(f"{c:>28}" for c in cells))
+    print("eager per forward: host issue vs GPU busy time (us), kernels")
+    for p in r["points"]:
+        e = p["modes"]["eager"]
+        print(f"{p['tokens']:>6} issue {e['issue_us']['median']:7.1f}  busy {e['gpu_busy_us']['median']:7.1f}"
+              f"  kernels {e['kernels_per_step']}")
+    for note in r["notes"]:
+        print("note:", note)
+
+
+if __name__ == "__main__":
+    report(measure(small=not torch.cuda.is_available()))

@@ -1,0 +1,50 @@
+"""Every stored result is complete, valid and measured from the snippet as it stands now."""
+import pytest
+from conftest import ROOT
+
+from coursekit import results as store
+
+SNIPPETS = store.snippet_files()
+RESULT_FILES = sorted((ROOT / "build_results").rglob("*.json"))
+
+
+@pytest.mark.parametrize("path", RESULT_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_result_validates_with_full_provenance(path):
+    doc = store.load(path)  # raises, naming the file, on bad JSON, schema or provenance
+    assert doc["hardware"] == path.relative_to(ROOT / "build_results").parts[0]
+    assert doc["key"] == "/".join(path.relative_to(ROOT / "build_results").with_suffix("").parts[1:])
+    prov = doc["provenance"]
+    assert prov["repetitions"] == doc["data"]["repetitions"]
+    assert len(prov["commit"].split("+")[0]) == 40, f"{path}: provenance.commit is not a git commit"
+    if doc["hardware"] != "cpu":
+        assert prov["gpu"] != "none (CPU run)" and prov["driver"] != "none", f"{path}: GPU result measured without a GPU"
+
+
+@pytest.mark.parametrize("path", RESULT_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_result_is_not_stale(path):
+    doc = store.load(path)
+    snippet = ROOT / doc["snippet"]
+    assert snippet.exists(), f"{path}: its snippet {doc['snippet']} no longer exists; delete the result"
+    assert doc["snippet_hash"] == store.snippet_hash(snippet), (
+        f"{doc['snippet']} changed since {path.relative_to(ROOT)} was measured: re-measure it on the GPU with "
+        f"`python scripts/build_results.py --only {doc['key']}`")
+
+
+@pytest.mark.parametrize("snippet", SNIPPETS, ids=store.snippet_key)
+def test_every_snippet_has_a_reference_result(snippet):
+    path = store.result_path(store.snippet_key(snippet), store.REFERENCE_HARDWARE)
+    assert path.exists(), (f"{snippet.relative_to(ROOT)} has no result for {store.REFERENCE_HARDWARE}: "
+                           f"run `python scripts/build_results.py --only {store.snippet_key(snippet)}` on the GPU")
+
+
+def test_validation_rejects_what_it_should():
+    good = store.load(ROOT / "build_results" / store.REFERENCE_HARDWARE / "methodology" / "ceilings.json")
+    for breaks in (lambda d: d["data"].update(repetitions=0),
+                   lambda d: d["data"]["copy"]["time_us"].update(median=float("inf")),
+                   lambda d: d["data"]["copy"]["time_us"].update(p10=1e9),
+                   lambda d: d["provenance"].pop("commit"),
+                   lambda d: d.update(schema_version=0)):
+        doc = __import__("copy").deepcopy(good)
+        breaks(doc)
+        with pytest.raises(store.ResultError):
+            store.validate(doc)

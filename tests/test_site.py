@@ -1,0 +1,101 @@
+"""The site builds strictly, fast, offline, with every placeholder filled, and fails loudly when one cannot be."""
+import json
+import re
+import shutil
+import subprocess
+import sys
+
+import markdown
+import plotly.offline
+import pytest
+from conftest import ROOT
+
+from coursekit.mdext import PlaceholderError
+
+PLOTLY_JS = ROOT / "docs" / "assets" / "javascripts" / f"plotly-basic-{plotly.offline.get_plotlyjs_version()}.min.js"
+
+
+def test_strict_build_passes_within_a_minute(built_site):
+    site, seconds = built_site
+    assert (site / "part-j" / "02-eager-per-op" / "index.html").exists()
+    assert seconds < 60, f"mkdocs build took {seconds:.0f} s; the budget is 60 s"
+
+
+def test_no_placeholder_survives(built_site):
+    site, _ = built_site
+    for page in site.rglob("*.html"):
+        text = page.read_text()
+        left = re.findall(r"\{\{[^}]*\}\}", re.sub(r"<(code|pre)[^>]*>.*?</\1>", "", text, flags=re.S))
+        assert not left, f"{page.relative_to(site)} still has {left[:3]}"
+
+
+def test_plotly_bundle_matches_the_python_package():
+    assert PLOTLY_JS.exists(), f"expected {PLOTLY_JS.name}: the plotly.js bundle of plotly.py's version"
+    header = PLOTLY_JS.read_text()[:200]
+    assert f"v{plotly.offline.get_plotlyjs_version()}" in header
+    assert PLOTLY_JS.name in (ROOT / "docs" / "assets" / "javascripts" / "figures.js").read_text()
+
+
+def test_site_is_offline(built_site):
+    site, _ = built_site
+    for page in site.rglob("*.html"):
+        text = page.read_text()
+        external = re.findall(r'<(?:script|link)[^>]+(?:src|href)="(https?://[^"]+)"', text)
+        assert not external, f"{page.relative_to(site)} loads {external} from the network"
+        assert "fonts.googleapis" not in text
+
+
+def test_pages_without_figures_do_not_embed_plotly(built_site):
+    site, _ = built_site
+    for page in site.rglob("*.html"):
+        assert "plotly-basic" not in page.read_text(), f"{page} loads plotly.js directly; figures.js should"
+
+
+def test_figure_pages_are_small(built_site):
+    site, _ = built_site
+    for page in site.rglob("*.html"):
+        if 'class="course-plot"' in page.read_text():
+            size = page.stat().st_size + PLOTLY_JS.stat().st_size
+            assert size < 1_800_000, f"{page.relative_to(site)}: HTML + plotly.js = {size} bytes"
+
+
+def convert(text, hardware="nvidia-h200"):
+    md = markdown.Markdown(extensions=["coursekit.mdext"],
+                           extension_configs={"coursekit.mdext": {"hardware": hardware}})
+    return md.convert(text)
+
+
+def test_value_placeholder_renders_median_with_provenance():
+    html = convert("Copy: {{ methodology/ceilings:copy.GBps | ,.0f }} GB/s")
+    doc = json.loads((ROOT / "build_results/nvidia-h200/methodology/ceilings.json").read_text())
+    assert f"{doc['data']['copy']['GBps']['median']:,.0f}" in html
+    assert 'class="measured"' in html and "NVIDIA H200" in html and "10th–90th" in html
+
+
+@pytest.mark.parametrize("text, named", [
+    ("{{ methodology/ceilings:copy.nope | .1f }}", "copy.nope"),
+    ("{{ m99/nothing:x }}", "m99/nothing"),
+    ("{{ figure m02/no_such_figure }}", "no_such_figure"),
+    ("{{ cited 3 TB/s }}", "source"),
+])
+def test_missing_values_fail_naming_the_key(text, named):
+    with pytest.raises(PlaceholderError, match=re.escape(named)):
+        convert(text)
+
+
+def test_a_false_claim_fails_the_reference_build():
+    with pytest.raises(PlaceholderError, match="prose claims"):
+        convert("{{ assert methodology/ceilings:copy.GBps < 1 }}")
+    assert convert("{{ assert methodology/ceilings:copy.GBps > 1 }}").strip() in ("", "<p></p>")
+
+
+def test_missing_key_fails_mkdocs_build_naming_page_and_key(tmp_path):
+    work = tmp_path / "proj"
+    shutil.copytree(ROOT, work, ignore=shutil.ignore_patterns(".git", "site", "*.egg-info", "__pycache__", ".venv"))
+    page = work / "docs" / "part-j" / "02-eager-per-op.md"
+    page.write_text(page.read_text() + "\n\nBroken: {{ m02/crossover:no_such_field | .1f }}\n")
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "s")],
+                          capture_output=True, text=True, cwd=work, timeout=300)
+    assert proc.returncode != 0
+    err = proc.stdout + proc.stderr
+    assert "docs/part-j/02-eager-per-op.md" in err and "no_such_field" in err, err[-2000:]
