@@ -60,6 +60,25 @@ def snippet_key(path: Path) -> str:
     return f"{path.parent.name}/{path.stem}"
 
 
+def _canonical(node) -> str:
+    """A serialisation of an AST that is the same on every Python version the project meets.
+
+    ``ast.dump`` is not: Python 3.12 added fields (``type_params``) that change its text for
+    the same code. Fields that are empty or None are left out, so additions like that vanish.
+    """
+    if isinstance(node, ast.AST):
+        fields = []
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if value is None or value == []:
+                continue
+            fields.append(f"{name}={_canonical(value)}")
+        return f"{type(node).__name__}({','.join(fields)})"
+    if isinstance(node, list):
+        return "[" + ",".join(_canonical(v) for v in node) + "]"
+    return repr(node)
+
+
 def _normalized_ast(source: str) -> str:
     """The AST without docstrings: comments, formatting and docstrings do not change the hash."""
     tree = ast.parse(source)
@@ -69,7 +88,7 @@ def _normalized_ast(source: str) -> str:
                 and isinstance(getattr(body[0], "value", None), ast.Constant)
                 and isinstance(body[0].value.value, str)):
             node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree, include_attributes=False)
+    return _canonical(tree)
 
 
 def _local_imports(path: Path, source: str) -> list[Path]:

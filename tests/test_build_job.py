@@ -109,3 +109,23 @@ def test_malformed_result_is_reported_with_its_path(tmp_path):
         assert str(bad) in str(exc) and "driver" in str(exc)
     else:
         raise AssertionError("a result without full provenance loaded without error")
+
+
+def test_hash_is_the_same_on_every_python_version():
+    """The GPU machine's Python (3.12) and the test machines' (3.11) must agree on a snippet's hash."""
+    import glob
+    import shutil
+    import subprocess
+
+    pythons = [p for v in ("3.10", "3.12", "3.13") if (p := shutil.which(f"python{v}"))]
+    if not pythons:
+        import pytest
+        pytest.skip("no second Python version on this machine to compare hashes with")
+    code = ("import sys, glob; sys.path.insert(0, '.'); from coursekit import results as s; "
+            "print([s.snippet_hash(p) for p in sorted(glob.glob('snippets/*/*.py'))])")
+    here = str([store.snippet_hash(p) for p in sorted(glob.glob(str(ROOT / "snippets/*/*.py")))])
+    for py in pythons:
+        out = subprocess.run([py, "-c", code], capture_output=True, text=True, cwd=ROOT)
+        if out.returncode != 0:
+            continue  # a shim for a version that is not installed
+        assert out.stdout.strip() == here, f"{py} computes different snippet hashes"

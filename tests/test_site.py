@@ -40,7 +40,8 @@ def test_site_is_offline(built_site):
     site, _ = built_site
     for page in site.rglob("*.html"):
         text = page.read_text()
-        external = re.findall(r'<(?:script|link)[^>]+(?:src|href)="(https?://[^"]+)"', text)
+        external = [u for u in re.findall(r'<(?:script|link|img)[^>]+(?:src|href)="(https?://[^"]+)"', text)
+                    if not u.startswith(("http://127.0.0.1", "http://localhost"))]
         assert not external, f"{page.relative_to(site)} loads {external} from the network"
         assert "fonts.googleapis" not in text
 
