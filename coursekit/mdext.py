@@ -330,8 +330,10 @@ class CourseResultsExtension(Extension):
         super().__init__(**kwargs)
 
     def extendMarkdown(self, md):
-        # after pymdownx.snippets (32), before superfences' fenced blocks (25) and raw blocks (31.05)
-        md.preprocessors.register(ResultsPreprocessor(md, self.getConfigs()), "course_results", 31)
+        # After pymdownx.snippets (32), so included files are filled too, and after
+        # normalize_whitespace (30), which would strip the stash markers of the HTML we insert;
+        # before fenced code blocks (25) and raw HTML blocks (20).
+        md.preprocessors.register(ResultsPreprocessor(md, self.getConfigs()), "course_results", 28)
 
 
 def makeExtension(**kwargs):

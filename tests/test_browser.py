@@ -24,11 +24,11 @@ MODULE_02 = "part-j/02-eager-per-op/"
 
 
 @pytest.fixture(scope="module")
-def server(built_site):
+def server(built_site, site_port):
     site, _ = built_site
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
     handler.log_message = lambda *a: None
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", site_port), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}/"
     httpd.shutdown()

@@ -1,4 +1,6 @@
 """Figures for module 02, drawn at site-build time from build_results/ (plotly only, no torch)."""
+import math
+
 import plotly.graph_objects as go
 
 LABELS = {
@@ -28,8 +30,8 @@ def host_overhead(results):
     fig.add_bar(y=["GPU: the add kernel itself (graph replay)"], x=[kernel["median"]], orientation="h",
                 error_x=_err(kernel), marker_color="#e07b00", showlegend=False,
                 hovertemplate="kernel: %{x:.2f} µs of GPU time<extra></extra>")
-    fig.update_layout(xaxis_title="microseconds per torch.add of 1024 floats (median, bars: 10th–90th pct.)",
-                      height=420, margin=dict(l=10, r=10, t=10, b=50), bargap=0.3)
+    fig.update_layout(xaxis_title="µs per torch.add of 1,024 floats (bars: 10th–90th percentile)",
+                      height=440, margin=dict(l=10, r=20, t=20, b=60), bargap=0.3)
     fig.update_yaxes(automargin=True)
     return fig
 
@@ -52,12 +54,16 @@ def crossover(results):
                     line=dict(dash="dot"), name=f"model: max(floor {d['floor_us']:.1f} µs, bytes / {bw / 1e12:.2f} TB/s)",
                     hoverinfo="skip")
     if d["crossover_numel"] > 0:
-        fig.add_vline(x=d["crossover_numel"], line_dash="dash", line_width=1,
-                      annotation_text=f"kernel = floor at {d['crossover_numel']:.2g} elements", annotation_position="top left")
+        fig.add_vline(x=d["crossover_numel"], line_dash="dash", line_width=1)
+        fig.add_annotation(x=math.log10(d["crossover_numel"]), y=1, yref="paper", xanchor="right", showarrow=False,
+                           text=f"crossover ≈ {d['crossover_numel'] / 1e6:.1f} M elements ")
     if d.get("l2_bytes"):
-        fig.add_vrect(x0=1, x1=d["l2_bytes"] / 12, opacity=0.08, line_width=0, fillcolor="gray",
-                      annotation_text="a, b and the output fit in L2", annotation_position="bottom right")
-    fig.update_xaxes(type="log", title="elements per tensor (float32; bytes moved = 12 × elements)", exponentformat="power")
-    fig.update_yaxes(type="log", title="microseconds per op (median; bars: 10th–90th pct.)")
-    fig.update_layout(height=480, margin=dict(l=10, r=10, t=10, b=10), legend=dict(x=0.01, y=0.99))
+        fig.add_vrect(x0=1, x1=d["l2_bytes"] / 12, opacity=0.07, line_width=0, fillcolor="gray")
+        fig.add_annotation(x=0, y=0.55, yref="paper", xanchor="left", showarrow=False,
+                           text=f"shaded: a, b and the output fit in the {d['l2_bytes'] / 2**20:.0f} MiB L2")
+    fig.update_xaxes(type="log", title="elements per tensor (float32; bytes moved = 12 × elements)",
+                     exponentformat="power", dtick=1)
+    fig.update_yaxes(type="log", title="µs per op (bars: 10th–90th pct.)")
+    fig.update_layout(height=520, margin=dict(l=60, r=20, t=20, b=60),
+                      legend=dict(orientation="h", x=0, y=-0.18, yanchor="top"))
     return fig
