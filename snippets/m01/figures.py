@@ -6,19 +6,24 @@ from plotly.subplots import make_subplots
 
 VARIANTS = {"eager": "PyTorch eager", "torch_compile": "torch.compile", "jax_jit": "jax.jit"}
 DASH = {"eager": "solid", "torch_compile": "dash", "jax_jit": "dot"}
+COLOR = {"eager": "#3b6fd8", "torch_compile": "#e08a1e", "jax_jit": "#2e9e5f"}  # readable on light and dark
+
+
+def _configs(d):
+    return sorted(d["configs"].values(), key=lambda c: c["hidden"])  # small step first, as in the text
 
 
 def _title(c):
-    return f"{c['layers']} × Linear({c['hidden']}), batch {c['batch']}"
+    return f"hidden {c['hidden']}, batch {c['batch']}"
 
 
 def train_step(results):
     """Cumulative wall time against the number of training steps: first call + (k-1) × steady step."""
     d = results("m01/train_step")
-    configs = d["configs"]
-    fig = make_subplots(rows=1, cols=len(configs), subplot_titles=[_title(c) for c in configs.values()],
-                        horizontal_spacing=0.08)
-    for col, c in enumerate(configs.values(), start=1):
+    configs = _configs(d)
+    fig = make_subplots(rows=1, cols=len(configs), subplot_titles=[_title(c) for c in configs],
+                        horizontal_spacing=0.12)
+    for col, c in enumerate(configs, start=1):
         vs = c["variants"]
         paid = [v["steps_to_amortise"] for v in vs.values() if v.get("amortises")]
         last = min(1e7, max([1e3] + [3 * k for k in paid]))  # show every pay-off point with room after it
@@ -27,7 +32,7 @@ def train_step(results):
             step_s = v["step_us"]["median"] * 1e-6
             fig.add_scatter(
                 x=ks, y=[v["first_call_s"] + (k - 1) * step_s for k in ks], mode="lines", row=1, col=col,
-                name=VARIANTS[name], legendgroup=name, showlegend=col == 1, line=dict(dash=DASH[name]),
+                name=VARIANTS[name], legendgroup=name, showlegend=col == 1, line=dict(dash=DASH[name], color=COLOR[name]),
                 hovertemplate=(f"{VARIANTS[name]}: first call {v['first_call_s']:.3g} s, "
                                f"then {v['step_us']['median']:.4g} µs per step<br>"
                                "%{x:,} steps: %{y:.3g} s<extra></extra>"))
@@ -35,12 +40,12 @@ def train_step(results):
                 k = v["steps_to_amortise"]
                 fig.add_scatter(
                     x=[k], y=[v["first_call_s"] + (k - 1) * step_s], mode="markers", row=1, col=col,
-                    marker=dict(size=10, symbol="circle-open"), legendgroup=name, showlegend=False,
+                    marker=dict(size=10, symbol="circle-open", color=COLOR[name]), legendgroup=name, showlegend=False,
                     hovertemplate=f"{VARIANTS[name]} overtakes eager after %{{x:,.0f}} steps<extra></extra>")
         fig.update_xaxes(type="log", title_text="training steps run", row=1, col=col)
         fig.update_yaxes(type="log", row=1, col=col)
     fig.update_yaxes(title_text="cumulative wall time, seconds (first call + steady steps)", row=1, col=1)
-    fig.update_layout(height=460, margin=dict(l=10, r=10, t=40, b=10), legend=dict(x=0.01, y=0.99),
+    fig.update_layout(height=460, margin=dict(l=70, r=20, t=40, b=60), legend=dict(orientation="h", x=0, y=-0.2, yanchor="top"),
                       hovermode="closest")
     return fig
 
@@ -53,7 +58,7 @@ def train_step_time(results):
     fig = go.Figure()
     for name, label in VARIANTS.items():
         xs, ys, up, down, hover = [], [], [], [], []
-        for c in d["configs"].values():
+        for c in _configs(d):
             v = c["variants"][name]
             s, tf = v["step_us"], v["TFLOPs"]["median"]
             xs.append(_title(c))
@@ -62,9 +67,9 @@ def train_step_time(results):
             down.append(s["median"] - s["p10"])
             hover.append(f"{label}: {s['median']:.4g} µs per step (p10 {s['p10']:.4g}, p90 {s['p90']:.4g})<br>"
                          f"{tf:.3g} TFLOP/s = {tf / peak:.1%} of the {gemm['dtype']} GEMM ceiling ({peak:.4g})")
-        fig.add_bar(x=xs, y=ys, name=label, hovertext=hover, hoverinfo="text",
+        fig.add_bar(x=xs, y=ys, name=label, hovertext=hover, hoverinfo="text", marker_color=COLOR[name],
                     error_y=dict(type="data", symmetric=False, array=up, arrayminus=down))
-    fig.update_yaxes(type="log", title="microseconds per training step (median; bars: 10th–90th pct.)")
-    fig.update_xaxes(title=f"model and batch ({d['dtype']}, SGD; 6 × params × batch FLOPs per step)")
-    fig.update_layout(barmode="group", height=420, margin=dict(l=10, r=10, t=10, b=10), legend=dict(x=0.01, y=0.99))
+    fig.update_yaxes(type="log", title="µs per training step (bars: 10th–90th pct.)")
+    fig.update_xaxes(title=f"4-layer MLP, {d['dtype']}, SGD")
+    fig.update_layout(barmode="group", height=420, margin=dict(l=70, r=20, t=20, b=60))
     return fig

@@ -112,7 +112,7 @@ def speedup(results) -> go.Figure:
     fig.update_xaxes(type="log", title_text="tokens per forward")
     fig.update_yaxes(type="log", title_text="speedup over eager (×, log scale)")
     fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.2}, hovermode="closest",
-                      height=520, margin={"l": 10, "r": 10, "t": 10, "b": 50})
+                      height=520, margin={"l": 70, "r": 20, "t": 20, "b": 60})
     return fig
 
 
@@ -154,5 +154,5 @@ def decomposition(results) -> go.Figure:
                      range=[math.log10(min(positive)) - 0.2, math.log10(max(positive)) + 0.3])
     # The overheads overlap in time (the host issues while the GPU runs): grouped, not stacked.
     fig.update_layout(barmode="group", legend={"orientation": "h", "yanchor": "top", "y": -0.2},
-                      hovermode="closest", height=520, margin={"l": 10, "r": 10, "t": 10, "b": 50})
+                      hovermode="closest", height=520, margin={"l": 70, "r": 20, "t": 20, "b": 60})
     return fig
