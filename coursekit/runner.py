@@ -62,6 +62,7 @@ def device_provenance() -> dict:
         "python": platform.python_version(),
         "cpu": _cpu_model(),
         "cpu_count": os.cpu_count(),
+        "os_kernel": platform.release(),  # names the VM's kernel where there is one: host timings depend on it
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
     if "jax" in sys.modules:

@@ -72,6 +72,9 @@ def test_code_block_runs(block, tmp_path):
             assert all(ln in body for ln in expanded.splitlines()), f"expansion is not from {path}"
             proc = run_script_once(path)
             assert proc.returncode == 0, f"{path} failed:\n{proc.stderr[-3000:]}"
+            if block.expected_output is not None:
+                assert proc.stdout.strip() == block.expected_output.strip(), (
+                    f"{path} printed something other than the page shows:\n{proc.stdout}")
         return
     assert not any(includes), "a block mixes includes with inline code; keep them apart"
     script = tmp_path / "block.py"
