@@ -122,3 +122,15 @@ def test_instant_navigation_then_dark_mode(page, server):
     page.go_forward()
     wait_for_figures(page)
     assert page.console_errors == []
+
+
+def test_every_page_loads_without_console_errors(page, server, built_site):
+    site, _ = built_site
+    urls = sorted(str(p.parent.relative_to(site)) + "/" for p in site.rglob("index.html")
+                  if "404" not in str(p) and p.parent != site)
+    assert len(urls) >= 20
+    for url in [""] + urls:
+        page.goto(server + url)
+        page.wait_for_load_state("networkidle")
+        assert page.console_errors == [], f"{url}: {page.console_errors}"
+        assert not [u for u in page.bytes_loaded if not u.startswith(server)], f"{url} fetched from elsewhere"

@@ -83,3 +83,20 @@ def test_code_block_runs(block, tmp_path):
     assert proc.returncode == 0, f"block failed:\n{block.code}\n---\n{proc.stderr[-3000:]}"
     if block.expected_output is not None:
         assert proc.stdout.strip() == block.expected_output.strip()
+
+
+NOTEBOOKS = sorted((ROOT / "docs").rglob("*.ipynb"))
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: str(p.relative_to(ROOT / "docs")))
+def test_notebook_code_runs(notebook, tmp_path):
+    """The site renders notebooks with mkdocs-jupyter (execute: false), so their code is run here."""
+    import json
+
+    cells = json.loads(notebook.read_text())["cells"]
+    code = "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    assert code.strip(), f"{notebook} has no code"
+    script = tmp_path / "notebook.py"
+    script.write_text(code)
+    proc = run_python([str(script)])  # from the repository root, as the notebook says
+    assert proc.returncode == 0, proc.stderr[-3000:]
