@@ -98,6 +98,7 @@ class ResultsPreprocessor(Preprocessor):
         self.results_dir = Path(config["results_dir"])
         self.snippets_dir = Path(config["snippets_dir"])
         self.docs_dir = Path(config["docs_dir"])
+        self.fallbacks: set[str] = set()
 
     # ------------------------------------------------------------------ helpers
     def fail(self, placeholder: str, why: str):
@@ -106,9 +107,27 @@ class ResultsPreprocessor(Preprocessor):
 
     def doc(self, key: str, placeholder: str) -> dict:
         try:
-            return store.lookup(key, "", self.hardware, self.results_dir).doc
+            return self.lookup(key, "").doc
         except (KeyError, store.ResultError) as exc:
             self.fail(placeholder, str(exc).strip("'\""))
+
+    def lookup(self, key: str, field: str) -> store.Lookup:
+        """The selected hardware's result; where it has none, the reference hardware's, marked.
+
+        A machine that measured only some modules can still build the whole site: the numbers it
+        lacks come from the reference set, and each such number says so (class "fallback").
+        """
+        try:
+            return store.lookup(key, field, self.hardware, self.results_dir)
+        except KeyError:
+            if self.hardware == store.REFERENCE_HARDWARE or not store.result_path(
+                    key, store.REFERENCE_HARDWARE, self.results_dir).exists():
+                raise
+            if store.result_path(key, self.hardware, self.results_dir).exists():
+                raise  # the result exists here but lacks the field: that is an error, not a gap
+            found = store.lookup(key, field, store.REFERENCE_HARDWARE, self.results_dir)
+            self.fallbacks.add(key)
+            return found
 
     def stash(self, html_text: str) -> str:
         return self.md.htmlStash.store(html_text)
@@ -125,7 +144,7 @@ class ResultsPreprocessor(Preprocessor):
                 node = node[part]
         else:
             try:
-                found = store.lookup(key, field, self.hardware, self.results_dir)
+                found = self.lookup(key, field)
             except (KeyError, store.ResultError) as exc:
                 self.fail(placeholder, str(exc).strip("'\""))
             node, doc = found.value, found.doc
@@ -141,7 +160,11 @@ class ResultsPreprocessor(Preprocessor):
         except (ValueError, TypeError) as exc:
             self.fail(placeholder, f"format {fmt!r} does not apply to {node!r}: {exc}")
         title = f"{spread}measured by {doc['snippet']} on {_short_versions(doc['provenance'])}"
-        return self.stash(f'<span class="measured" title="{html.escape(title)}">{html.escape(text)}</span>')
+        css = "measured"
+        if doc["hardware"] != self.hardware:
+            title = f"not measured on {self.hardware}: the {doc['hardware']} value; " + title
+            css += " fallback"
+        return self.stash(f'<span class="{css}" title="{html.escape(title)}">{html.escape(text)}</span>')
 
     def figure(self, name: str, placeholder: str) -> str:
         if not re.fullmatch(r"[a-z0-9_]+/[a-z0-9_]+", name):
@@ -179,7 +202,7 @@ class ResultsPreprocessor(Preprocessor):
         if not m:
             self.fail(placeholder, "an output is written {{ output module/snippet:field }}")
         try:
-            found = store.lookup(m["key"], m["field"], self.hardware, self.results_dir)
+            found = self.lookup(m["key"], m["field"])
         except (KeyError, store.ResultError) as exc:
             self.fail(placeholder, str(exc).strip("'\""))
         if not isinstance(found.value, str):
@@ -191,7 +214,9 @@ class ResultsPreprocessor(Preprocessor):
         prov = doc["provenance"]
         raw = _data_uri(json.dumps(doc, indent=1), "application/json")
         name = key.replace("/", "_")
-        return (f'Measured by <code>{html.escape(doc["snippet"])}</code> on {html.escape(_short_versions(prov))} '
+        note = (f'<strong>Not measured on {html.escape(self.hardware)}; reference data:</strong> '
+                if doc["hardware"] != self.hardware else "")
+        return (f'{note}Measured by <code>{html.escape(doc["snippet"])}</code> on {html.escape(_short_versions(prov))} '
                 f'(<a download="{name}.json" href="{raw}">raw data</a>)')
 
     def provenance(self, key: str, placeholder: str) -> str:
@@ -216,7 +241,7 @@ class ResultsPreprocessor(Preprocessor):
             except ValueError:
                 self.fail(placeholder, f"{ref!r} is neither module/snippet:field nor a number")
         try:
-            node = store.lookup(m["key"], m["field"], self.hardware, self.results_dir).value
+            node = self.lookup(m["key"], m["field"]).value
         except (KeyError, store.ResultError) as exc:
             self.fail(placeholder, str(exc).strip("'\""))
         node = node["median"] if isinstance(node, dict) and "median" in node else node

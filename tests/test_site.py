@@ -100,3 +100,20 @@ def test_missing_key_fails_mkdocs_build_naming_page_and_key(tmp_path):
     assert proc.returncode != 0
     err = proc.stdout + proc.stderr
     assert "docs/part-j/02-eager-per-op.md" in err and "no_such_field" in err, err[-2000:]
+
+
+def test_another_hardware_falls_back_to_reference_numbers_visibly(tmp_path):
+    """A machine that measured only some snippets still builds the site; borrowed numbers say so."""
+    results = tmp_path / "build_results"
+    shutil.copytree(ROOT / "build_results" / "nvidia-h200", results / "nvidia-h200")
+    doc = json.loads((results / "nvidia-h200" / "methodology" / "ceilings.json").read_text())
+    doc["hardware"] = "other-gpu"
+    doc["provenance"]["gpu"] = "Other GPU"
+    (results / "other-gpu" / "methodology").mkdir(parents=True)
+    (results / "other-gpu" / "methodology" / "ceilings.json").write_text(json.dumps(doc))
+    md = markdown.Markdown(extensions=["coursekit.mdext"], extension_configs={"coursekit.mdext": {
+        "hardware": "other-gpu", "results_dir": str(results)}})
+    html = md.convert("{{ methodology/ceilings:copy.GBps | .0f }} and {{ m02/crossover:floor_us | .1f }}")
+    own, borrowed = re.findall(r'<span class="([^"]+)" title="([^"]+)"', html)
+    assert own[0] == "measured" and "Other GPU" in own[1]
+    assert borrowed[0] == "measured fallback" and "not measured on other-gpu" in borrowed[1]
