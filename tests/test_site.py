@@ -117,3 +117,24 @@ def test_another_hardware_falls_back_to_reference_numbers_visibly(tmp_path):
     own, borrowed = re.findall(r'<span class="([^"]+)" title="([^"]+)"', html)
     assert own[0] == "measured" and "Other GPU" in own[1]
     assert borrowed[0] == "measured fallback" and "not measured on other-gpu" in borrowed[1]
+
+
+def test_other_placeholders_render():
+    html = convert("{{ cited 4.8 TB/s | NVIDIA H200 product brief }}\n\n{{ provenance methodology/ceilings }}\n\n"
+                   "{{ output m02/profile_breakdown:table }}\n\n{{ reading-time part-j/02-eager-per-op.md }}, "
+                   "{{ reading-time part-k/04-dynamo.md }}\n\n{{ hardware-sets }}")
+    assert 'class="cited"' in html and "NVIDIA H200 product brief" in html
+    assert '<details class="provenance">' in html and "data:application/json;base64," in html
+    assert "data:text/x-python;base64," in html  # the snippet itself, downloadable
+    assert "<pre><code>" in html and "aten::add" in html
+    assert re.search(r"\d+ min, in preparation", html)
+    assert "nvidia-h200" in html and "<table" in html
+
+
+def test_landing_page_lists_five_parts_and_fourteen_modules(built_site):
+    site, _ = built_site
+    index = (site / "index.html").read_text()
+    for letter in "JKLMN":
+        assert f"Part {letter} ·" in index
+    modules = set(re.findall(r'href="(part-[jklmn]/\d\d-[^"]+/)"', index))
+    assert len(modules) == 14, sorted(modules)
