@@ -39,20 +39,33 @@ def expand(text: str) -> str:
     return "\n".join(md.preprocessors["snippet"].run(text.split("\n")))
 
 
-def collect():
+def blocks_of(text: str, name: str):
+    """pytest params for the Python blocks of one page's raw Markdown, titled blocks included."""
     params = []
-    for page in PAGES:
-        for block in extract_from_buffer(io.StringIO(page.read_text())):
-            syntax = (block.syntax or "").split()
-            if not syntax or syntax[0] not in ("python", "py"):
-                continue
-            marks = [eval(m, {"pytest": pytest, "cuda_available": False}) for m in block.marks]
-            name = f"{page.relative_to(ROOT / 'docs')}:{block.lineno}"
-            params.append(pytest.param(block, id=name, marks=marks))
+    for block in extract_from_buffer(io.StringIO(text)):
+        syntax = (block.syntax or "").split()
+        if not syntax or syntax[0] not in ("python", "py"):
+            continue
+        # this suite runs without a GPU: blocks marked for one skip, with the reason they give
+        marks = [eval(m, {"pytest": pytest, "cuda_available": False}) for m in block.marks]
+        params.append(pytest.param(block, id=f"{name}:{block.lineno}", marks=marks))
     return params
 
 
+def collect():
+    return [p for page in PAGES for p in blocks_of(page.read_text(), str(page.relative_to(ROOT / "docs")))]
+
+
 BLOCKS = collect()
+
+
+def test_collector_sees_titled_blocks_and_gpu_markers():
+    text = ('```python title="a.py"\nprint(1)\n```\n\n```py\nprint(2)\n```\n\n```text\nnot code\n```\n\n'
+            '<!--pytest.mark.skipif(not cuda_available, reason="needs a CUDA GPU")-->\n```python\nprint(3)\n```\n')
+    params = blocks_of(text, "t")
+    assert [p.values[0].code.strip() for p in params] == ["print(1)", "print(2)", "print(3)"]
+    (mark,) = params[2].marks
+    assert mark.name == "skipif" and mark.args == (True,) and mark.kwargs["reason"] == "needs a CUDA GPU"
 
 
 def test_pages_have_code_blocks():
