@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -35,7 +36,12 @@ def hardware_slug(gpu_name: str) -> str:
 def detect_gpu() -> str | None:
     """The CUDA device's name, or None. Runs in a child so this process stays torch-free."""
     probe = "import torch; print(torch.cuda.get_device_name() if torch.cuda.is_available() else '')"
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    try:
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        raise SystemExit("error: `import torch` did not finish within 300 s; cannot tell whether there is a GPU")
+    if out.returncode != 0:
+        raise SystemExit(f"error: cannot import torch to look for a GPU: {out.stderr.strip().splitlines()[-1:]}")
     name = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
     return name or None
 
@@ -60,8 +66,8 @@ def is_up_to_date(path: Path, result: Path) -> bool:
         return False
     try:
         return store.load(result)["snippet_hash"] == store.snippet_hash(path)
-    except store.ResultError:
-        return False  # a malformed stored result is re-measured
+    except (store.ResultError, SyntaxError, OSError, UnicodeDecodeError):
+        return False  # a malformed result, or a snippet that no longer parses: run it and report
 
 
 def run_one(path: Path, out_json: Path, small: bool, timeout: float, log: Path) -> tuple[bool, str]:
@@ -70,15 +76,26 @@ def run_one(path: Path, out_json: Path, small: bool, timeout: float, log: Path) 
         [str(store.ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     if small:
         env.setdefault("TRITON_INTERPRET", "1")
+    else:
+        env.pop("TRITON_INTERPRET", None)  # a GPU run must compile Triton kernels, not interpret them
     cmd = [sys.executable, "-m", "coursekit.runner", str(path), str(out_json)] + (["--small"] if small else [])
     with open(log, "w") as logf:
         proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env,
                                 cwd=store.ROOT, start_new_session=True)
+        timed_out = False
         try:
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # the snippet and any compile workers it started
+            timed_out = True
+        finally:
+            # The snippet and anything it started (compile workers) go with it, also when this
+            # job itself is interrupted: nothing may keep running on the GPU behind our back.
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             proc.wait()
+        if timed_out:
             return False, f"timed out after {timeout:.0f} s"
     if rc != 0:
         tail = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-1:] or ["(no output)"]
@@ -116,6 +133,13 @@ def build(only: list[str], force: bool, cpu: bool, timeout: float, hardware: str
             rows.append((key, "up to date", 0.0))
             continue
         print(f"{prefix} running ...", flush=True)
+        try:
+            hash_before = store.snippet_hash(path)
+        except (SyntaxError, OSError, UnicodeDecodeError) as exc:
+            print(f"{prefix} FAILED (cannot read or parse: {exc})", flush=True)
+            rows.append((key, "FAILED", 0.0))
+            failed.append((key, f"cannot read or parse: {exc}", None))
+            continue
         start = time.perf_counter()
         out_json = logs / f"{key.replace('/', '__')}.json"
         log = logs / f"{key.replace('/', '__')}.log"
@@ -126,14 +150,16 @@ def build(only: list[str], force: bool, cpu: bool, timeout: float, hardware: str
                 child = json.loads(out_json.read_text())
                 prov = dict(child["provenance"])
                 prov.update(commit=commit, repetitions=child["data"].get("repetitions") if isinstance(child["data"], dict) else None)
+                if store.snippet_hash(path) != hash_before:
+                    raise store.ResultError("the snippet or a module it imports changed while it ran")
                 doc = {
                     "schema_version": store.SCHEMA_VERSION, "key": key,
                     "snippet": str(path.relative_to(snippets_dir.parent)) if path.is_relative_to(snippets_dir.parent) else str(path),
-                    "snippet_hash": store.snippet_hash(path), "hardware": hardware,
+                    "snippet_hash": hash_before, "hardware": hardware,
                     "provenance": prov, "data": child["data"],
                 }
                 store.write_atomic(target, doc)
-            except (store.ResultError, json.JSONDecodeError, KeyError, TypeError) as exc:
+            except (store.ResultError, json.JSONDecodeError, KeyError, TypeError, OSError, SyntaxError) as exc:
                 ok, reason = False, f"bad output: {exc}"[:200]
         status = "ok" if ok else f"FAILED ({reason})"
         print(f"{prefix} {status}  {elapsed:.1f} s  (log: {log})", flush=True)
@@ -147,12 +173,18 @@ def build(only: list[str], force: bool, cpu: bool, timeout: float, hardware: str
     if failed:
         print(f"\n{len(failed)} snippet(s) failed; their stored results were left as they were:")
         for key, reason, log in failed:
-            print(f"  {key}: {reason}\n    log: {log}")
+            print(f"  {key}: {reason}" + (f"\n    log: {log}" if log else ""))
         return 1
+    shutil.rmtree(logs, ignore_errors=True)  # all went well: the logs are not needed
     return 0
 
 
+def _terminate(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")  # unwinds through run_one's finally: the snippet is killed
+
+
 def main(argv=None) -> int:
+    signal.signal(signal.SIGTERM, _terminate)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="*", default=[], help="module folders or keys, e.g. m02 or m02/crossover")
     parser.add_argument("--force", action="store_true", help="re-measure up-to-date snippets too")

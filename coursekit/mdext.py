@@ -35,7 +35,8 @@ from markdown.preprocessors import Preprocessor
 
 from coursekit import results as store
 
-PLACEHOLDER = re.compile(r"\{\{\s*(?P<body>[^{}]+?)\s*\}\}")
+PLACEHOLDER = re.compile(r"(?<!\\)\{\{\s*(?P<body>[^{}]+?)\s*\}\}")
+FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 VALUE = re.compile(r"^(?P<key>[a-z0-9_]+/[a-z0-9_]+)\s*:\s*(?P<field>@?[\w.\-]+)\s*(?:\|\s*(?P<fmt>[^|]*))?$")
 WORDS_PER_MINUTE = 220
 STUB_MARK = '!!! note "In preparation"'
@@ -149,16 +150,16 @@ class ResultsPreprocessor(Preprocessor):
                 self.fail(placeholder, str(exc).strip("'\""))
             node, doc = found.value, found.doc
         spread = ""
-        if isinstance(node, dict) and "median" in node:
-            spread = (f"median of {node['n']}; 10th–90th percentile "
-                      f"{_fmt(node['p10'], fmt)}–{_fmt(node['p90'], fmt)} {node.get('unit', '')}; ")
-            node = node["median"]
-        if isinstance(node, (dict, list)) or node is None:
-            self.fail(placeholder, f"{key}:{field} is a {type(node).__name__}, not a number or text")
         try:
+            if isinstance(node, dict) and "median" in node:
+                spread = (f"median of {node['n']}; 10th–90th percentile "
+                          f"{_fmt(node['p10'], fmt)}–{_fmt(node['p90'], fmt)} {node.get('unit', '')}; ")
+                node = node["median"]
+            if isinstance(node, (dict, list)) or node is None:
+                self.fail(placeholder, f"{key}:{field} is a {type(node).__name__}, not a number or text")
             text = _fmt(node, fmt)
-        except (ValueError, TypeError) as exc:
-            self.fail(placeholder, f"format {fmt!r} does not apply to {node!r}: {exc}")
+        except (ValueError, TypeError, ZeroDivisionError) as exc:
+            self.fail(placeholder, f"format {fmt!r} does not apply to {key}:{field}: {exc}")
         title = f"{spread}measured by {doc['snippet']} on {_short_versions(doc['provenance'])}"
         css = "measured"
         if doc["hardware"] != self.hardware:
@@ -185,7 +186,12 @@ class ResultsPreprocessor(Preprocessor):
             used[key] = self.doc(key, placeholder)
             return used[key]["data"]
 
-        fig = fn(results)
+        try:
+            fig = fn(results)
+        except PlaceholderError:
+            raise
+        except Exception as exc:  # a bug in the figure code: name the figure, not just the page
+            self.fail(placeholder, f"{path}:{func}() raised {type(exc).__name__}: {exc}")
         fig.layout.template = None  # the page's palette is applied in the browser (figures.js)
         spec_json = fig.to_json()
         if len(spec_json) > 400_000:
@@ -329,19 +335,27 @@ class ResultsPreprocessor(Preprocessor):
         v = VALUE.match(body)
         if v:
             return self.value(v, placeholder)
-        if re.match(r"^[a-z0-9_]+/[a-z0-9_]+", body):
-            self.fail(placeholder, "a value is written {{ module/snippet:field.path | format }}")
-        return placeholder  # not ours (e.g. Jinja-like text in prose); left as written
+        # Nothing else uses {{ }} on this site, so anything else is a typo ({{ figures ... }},
+        # {{ M02/... }}) and must not slip through as literal text. Write \{{ for a literal.
+        self.fail(placeholder, "not a placeholder this site knows: a value is {{ module/snippet:field | format }}; "
+                               "the other kinds are figure, provenance, output, cited, assert, hardware-sets, "
+                               "reading-time (write \\{{ for literal braces)")
 
     def run(self, lines):
-        text = "\n".join(lines)
-        in_fence = False
+        fence = None  # the opening fence (character run) while inside a fenced block
         out = []
-        for line in text.split("\n"):
-            if re.match(r"^\s*(```|~~~)", line):
-                in_fence = not in_fence
-            out.append(line if in_fence else PLACEHOLDER.sub(self.fill, line))
-        return "\n".join(out).split("\n")
+        for line in lines:
+            m = FENCE.match(line)
+            if fence is None and m:
+                fence = m["fence"]
+            elif fence is not None and m and m["fence"][0] == fence[0] and len(m["fence"]) >= len(fence) \
+                    and not m["info"].strip():
+                fence = None
+            elif fence is None:
+                line = PLACEHOLDER.sub(self.fill, line)
+                line = line.replace("\\{{", "{{")
+            out.append(line)
+        return out
 
 
 class CourseResultsExtension(Extension):

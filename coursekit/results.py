@@ -91,22 +91,35 @@ def _normalized_ast(source: str) -> str:
     return _canonical(tree)
 
 
-def _local_imports(path: Path, source: str) -> list[Path]:
-    """Sibling modules and hashed project modules that the snippet imports."""
-    found = []
+def _direct_imports(path: Path, source: str) -> set[Path]:
+    found = set()
     for node in ast.walk(ast.parse(source)):
         names = []
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module]
+            # `from coursekit.bench import x` and `from coursekit import bench` both count
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
         for name in names:
             if name in HASHED_PROJECT_MODULES:
-                found.append(HASHED_PROJECT_MODULES[name])
+                found.add(HASHED_PROJECT_MODULES[name])
             sibling = path.parent / f"{name.split('.')[0]}.py"
-            if sibling.exists() and sibling != path:
-                found.append(sibling)
-    return sorted(set(found))
+            if sibling.exists():
+                found.add(sibling)
+    return found
+
+
+def _local_imports(path: Path, source: str) -> list[Path]:
+    """Sibling modules and hashed project modules the snippet imports, followed transitively."""
+    seen: set[Path] = set()
+    todo = _direct_imports(path, source)
+    while todo:
+        dep = todo.pop()
+        if dep in seen or dep == path:
+            continue
+        seen.add(dep)
+        todo |= _direct_imports(dep, dep.read_text())
+    return sorted(seen)
 
 
 def snippet_hash(path: Path) -> str:
@@ -217,6 +230,9 @@ def write_atomic(path: Path, doc: dict) -> None:
         with os.fdopen(fd, "w") as f:
             json.dump(doc, f, indent=1, sort_keys=True, allow_nan=False)
             f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are meant to be read by anyone
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

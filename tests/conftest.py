@@ -1,6 +1,8 @@
 """Shared fixtures: the repository root and one strict build of the site per test session."""
+import functools
+import http.server
 import os
-import socket
+import threading
 import subprocess
 import sys
 import time
@@ -20,24 +22,29 @@ def run_python(args, timeout=600, env_extra=None, cwd=ROOT):
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@pytest.fixture(scope="session")
+def site_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("site")
 
 
 @pytest.fixture(scope="session")
-def site_port():
-    """The port the browser tests serve on: the site is built for that origin, because Material's
-    instant navigation only intercepts links under the site_url its sitemap names."""
-    return free_port()
+def site_server(site_dir):
+    """An HTTP server for the built site on 127.0.0.1, bound before the build: the site is built
+    for this origin, because Material's instant navigation only intercepts links under the
+    site_url its sitemap names. Yields the base URL."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site_dir))
+    handler.log_message = lambda *a: None
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
 
 
 @pytest.fixture(scope="session")
-def built_site(tmp_path_factory, site_port):
+def built_site(site_dir, site_server):
     """`mkdocs build --strict` once; returns (site dir, seconds it took)."""
-    site = tmp_path_factory.mktemp("site")
-    env = dict(os.environ, SITE_URL=f"http://127.0.0.1:{site_port}/", NO_MKDOCS_2_WARNING="1")
+    site = site_dir
+    env = dict(os.environ, SITE_URL=site_server, NO_MKDOCS_2_WARNING="1")
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
                           capture_output=True, text=True, cwd=ROOT, timeout=600, env=env)

@@ -3,11 +3,8 @@ re-themes the figures, plotly.js loads only where needed, and the console stays 
 
 Needs Chromium (Debian's `chromium` package: .ci/run installs it). Without it the tests skip,
 saying so, unless CI is set, where a missing browser is a failure."""
-import functools
-import http.server
 import os
 import shutil
-import threading
 
 import pytest
 
@@ -24,14 +21,8 @@ MODULE_02 = "part-j/02-eager-per-op/"
 
 
 @pytest.fixture(scope="module")
-def server(built_site, site_port):
-    site, _ = built_site
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
-    handler.log_message = lambda *a: None
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", site_port), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
-    httpd.shutdown()
+def server(built_site, site_server):
+    return site_server
 
 
 @pytest.fixture(scope="module")

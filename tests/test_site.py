@@ -138,3 +138,15 @@ def test_landing_page_lists_five_parts_and_fourteen_modules(built_site):
         assert f"Part {letter} ·" in index
     modules = set(re.findall(r'href="(part-[jklmn]/\d\d-[^"]+/)"', index))
     assert len(modules) == 14, sorted(modules)
+
+
+def test_placeholders_respect_fences_escapes_and_typos():
+    text = ("\\{{ m02/x:y }} shown literally\n\n```python\nprint(f\"{{ m02/nothing }}\")\n~~~\n{{ still code }}\n```\n\n"
+            "{{ methodology/ceilings:copy.GBps | .0f }}")
+    html = convert(text)
+    assert "{{ m02/x:y }} shown literally" in html and 'class="measured"' in html
+    for typo in ("{{ figures m02/crossover }}", "{{ M02/crossover:floor_us }}", "{{ provenence m02/crossover }}"):
+        with pytest.raises(PlaceholderError, match="not a placeholder this site knows"):
+            convert(typo)
+    with pytest.raises(PlaceholderError, match="division by zero"):
+        convert("{{ methodology/ceilings:copy.GBps | /0 .1f }}")

@@ -52,11 +52,18 @@
   }
 
   function draw(el, Plotly) {
-    var spec = JSON.parse(el.getAttribute("data-plotly"));
-    var p = palette();
-    return Plotly.react(el, spec.data, themed(spec.layout, p), {
-      responsive: true, displaylogo: false, modeBarButtonsToRemove: ["lasso2d", "select2d"]
-    }).then(function () { el.setAttribute("data-rendered-scheme", p.scheme); });
+    // one bad figure must not stop the others: report it and go on
+    try {
+      var spec = JSON.parse(el.getAttribute("data-plotly"));
+      var p = palette();
+      return Promise.resolve(Plotly.react(el, spec.data, themed(spec.layout, p), {
+        responsive: true, displaylogo: false, modeBarButtonsToRemove: ["lasso2d", "select2d"]
+      })).then(function () { el.setAttribute("data-rendered-scheme", p.scheme); })
+        .catch(function (err) { console.error("figure " + el.parentNode.id + ": " + err); });
+    } catch (err) {
+      console.error("figure " + el.parentNode.id + ": " + err);
+      return Promise.resolve();
+    }
   }
 
   function renderAll() {
@@ -70,6 +77,7 @@
     if (!els.length) return;
     loadPlotly().then(function (Plotly) {
       els.forEach(function (el) {
+        if (!document.body.contains(el)) return;  // the reader navigated on while plotly.js loaded
         draw(el, Plotly);
         if (rendered.indexOf(el) < 0) rendered.push(el);
       });
