@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 
 LABELS = {
     "eager": "eager",
+    "eager-cudagraph": "eager in a CUDA graph (torch.cuda.graph)",
     "default": "torch.compile (default)",
     "reduce-overhead": 'mode="reduce-overhead" (CUDA graphs)',
     "max-autotune-no-cudagraphs": 'mode="max-autotune-no-cudagraphs"',
@@ -65,6 +66,8 @@ def derived(results) -> dict:
             "eager_traffic_us": eager_traffic_us,
             "achieved_GBps": p["bytes_eager"] / busy_us / 1e3 if busy_us > 0 else 0.0,
             "achieved_TFLOPs": p["flops"] / busy_us / 1e6 if busy_us > 0 else 0.0,
+            "compiled_busy_us": p["modes"]["default"]["gpu_busy_us"]["median"],
+            "compiled_kernels_per_step": p["modes"]["default"]["kernels_per_step"],
             "predicted_us": predicted_us,
             "predicted_speedup": eager_us / predicted_us,
             "graphs_only_speedup": eager_us / busy_us if busy_us > 0 else 0.0,  # host removed, nothing fused
@@ -95,9 +98,10 @@ def speedup(results) -> go.Figure:
             x=tokens, y=[r["speedup"] for r in runs], mode="lines+markers", name=LABELS[mode],
             error_y=_spread([e / r["time_us"]["p90"] for e, r in zip(eager, runs)], [r["speedup"] for r in runs],
                             [e / r["time_us"]["p10"] for e, r in zip(eager, runs)]),
-            customdata=[[r["time_us"]["median"], r["first_call_s"]["median"]] for r in runs],
+            customdata=[[r["time_us"]["median"], f"compiled in {r['first_call_s']['median']:.1f} s"
+                          if "first_call_s" in r else "captured, not compiled"] for r in runs],
             hovertemplate="%{x} tokens: %{y:.2f}× (%{customdata[0]:.1f} µs per forward, "
-                          "compiled in %{customdata[1]:.1f} s)<extra>" + LABELS[mode] + "</extra>",
+                          "%{customdata[1]})<extra>" + LABELS[mode] + "</extra>",
         ))
     fig.add_trace(go.Scatter(
         x=tokens, y=[r["predicted_speedup"] for r in rows], mode="lines+markers+text",

@@ -1,6 +1,7 @@
-"""One small model (four MLP blocks) across token batch sizes in eager mode and three
-torch.compile modes: wall time per forward, compile time, kernels per step, GPU busy time,
-host issue time, and the FLOPs and bytes that the chapter turns into floors."""
+"""One small model (four MLP blocks) across token batch sizes in eager mode, eager captured
+in a CUDA graph, and three torch.compile modes: wall time per forward, compile time, kernels
+per step, GPU busy time, host issue time, and the FLOPs and bytes that the chapter turns
+into floors."""
 import time
 
 import torch
@@ -11,8 +12,8 @@ from torch.profiler import ProfilerActivity, profile
 from coursekit.bench import device_name, host_us, summarize
 
 BLOCKS = 4
-MODES = ["eager", "default", "reduce-overhead", "max-autotune-no-cudagraphs"]
-CUDA_ONLY_MODES = ["reduce-overhead", "max-autotune-no-cudagraphs"]
+MODES = ["eager", "eager-cudagraph", "default", "reduce-overhead", "max-autotune-no-cudagraphs"]
+CUDA_ONLY_MODES = ["eager-cudagraph", "reduce-overhead", "max-autotune-no-cudagraphs"]
 
 
 # --8<-- [start:model]
@@ -66,6 +67,22 @@ def profile_step(step, steps: int, cuda: bool) -> tuple[float, float]:
     return len(kernels) / steps, busy_us / steps
 
 
+def graphed(model, x):
+    """The eager model captured once into a CUDA graph: no compiler, no fusion, no host per kernel."""
+    # --8<-- [start:graphed]
+    side = torch.cuda.Stream()  # warm up outside the capture, on a side stream (torch.cuda.graph docs)
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            model(x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        model(x)  # recorded, not run; replay() reruns these kernels on the same buffers
+    # --8<-- [end:graphed]
+    return graph
+
+
 def issue_us(step, repeats: int, cuda: bool) -> dict:
     """Host time for one call to return, starting from an idle GPU: the queue never fills, so
     this is the time to issue the step's kernels, not to run them."""
@@ -89,7 +106,7 @@ def measure(small: bool = False) -> dict:
     calls, repeats, steps, profiles = (5, 5, 3, 2) if small else (100, 15, 20, 3)
     modes = MODES if cuda else [m for m in MODES if m not in CUDA_ONLY_MODES]
     notes = [] if cuda else [f"{m}: skipped, it needs CUDA" for m in CUDA_ONLY_MODES]
-    notes += ["eager only is profiled, after all timing: once CUPTI has traced kernels, launches stay "
+    notes += ["eager and the compiled default mode are profiled, after all timing: once CUPTI has traced kernels, launches stay "
               "slower in the process; kernels and GPU busy time count CUDA kernels and copies"
               + ("" if cuda else ", so with no GPU they are 0"),
               "first_call_s is a cold compile (Inductor caches off); the first one also pays "
@@ -113,6 +130,8 @@ def measure(small: bool = False) -> dict:
                 # --8<-- [start:compile]
                 if mode == "eager":
                     run = model
+                elif mode == "eager-cudagraph":
+                    run = graphed(model, x).replay
                 else:
                     torch._dynamo.reset()  # a fresh compile per batch size: one static graph each
                     run = torch.compile(model, mode=mode, dynamic=False)
@@ -132,7 +151,7 @@ def measure(small: bool = False) -> dict:
                     "time_us": host_us(step, calls=calls, repeats=repeats, warmup=10),
                     "issue_us": issue_us(step, 2 * repeats, cuda),
                 }
-                if mode != "eager":
+                if mode not in ("eager", "eager-cudagraph"):
                     results[tokens][mode]["first_call_s"] = summarize([first_call_s], "s")
                 del run, x
         torch._dynamo.reset()
@@ -144,6 +163,16 @@ def measure(small: bool = False) -> dict:
             kernels, busy = zip(*(profile_step(lambda: model(x), steps, cuda) for _ in range(profiles)))
             results[tokens]["eager"]["gpu_busy_us"] = summarize(list(busy), "us")
             results[tokens]["eager"]["kernels_per_step"] = round(max(kernels))
+        # The compiled default mode's kernels (reduce-overhead replays the same ones in a graph).
+        for tokens in token_counts:
+            x = torch.randn(tokens, d, device=dev, dtype=dtype)
+            torch._dynamo.reset()
+            run = torch.compile(model, mode="default", dynamic=False)
+            run(x)
+            kernels, busy = zip(*(profile_step(lambda: run(x), steps, cuda) for _ in range(profiles)))
+            results[tokens]["default"]["gpu_busy_us"] = summarize(list(busy), "us")
+            results[tokens]["default"]["kernels_per_step"] = round(max(kernels))
+        torch._dynamo.reset()
 
     points = []
     for tokens in token_counts:
@@ -168,17 +197,18 @@ def measure(small: bool = False) -> dict:
 def report(r: dict) -> None:
     print(f"{r['blocks']} MLP blocks, d={r['d_model']}, {r['dtype']}, on {device_name()}")
     print("us per forward (speedup over eager; first call = compile, s)")
-    print(f"{'tokens':>6} " + " ".join(f"{m:>28}" for m in r["modes"]))
+    print(f"{'tokens':>6} " + " ".join(f"{m[:24]:>24}" for m in r["modes"]))
     for p in r["points"]:
         cells = [f"{s['time_us']['median']:7.1f} ({s['speedup']:4.2f}x"
-                 + (f"; {s['first_call_s']['median']:4.1f}s)" if "first_call_s" in s else ")")
+                 + (f";{s['first_call_s']['median']:4.1f}s)" if "first_call_s" in s else ")")
                  for s in p["modes"].values()]
-        print(f"{p['tokens']:>6} " + " ".join(f"{c:>28}" for c in cells))
-    print("eager per forward: host issue vs GPU busy time (us), kernels")
+        print(f"{p['tokens']:>6} " + " ".join(f"{c:>24}" for c in cells))
+    print("per forward: eager host issue vs GPU busy time (us) and kernels; compiled default's")
     for p in r["points"]:
-        e = p["modes"]["eager"]
+        e, c = p["modes"]["eager"], p["modes"]["default"]
         print(f"{p['tokens']:>6} issue {e['issue_us']['median']:7.1f}  busy {e['gpu_busy_us']['median']:7.1f}"
-              f"  kernels {e['kernels_per_step']}")
+              f"  kernels {e['kernels_per_step']:3}  | compiled busy {c['gpu_busy_us']['median']:7.1f}"
+              f"  kernels {c['kernels_per_step']:3}")
     for note in r["notes"]:
         print("note:", note)
 
