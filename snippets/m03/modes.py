@@ -131,7 +131,8 @@ def measure(small: bool = False) -> dict:
                 if mode == "eager":
                     run = model
                 elif mode == "eager-cudagraph":
-                    run = graphed(model, x).replay
+                    graph = graphed(model, x)
+                    run = lambda _x, graph=graph: graph.replay()  # reads x from the captured buffer
                 else:
                     torch._dynamo.reset()  # a fresh compile per batch size: one static graph each
                     run = torch.compile(model, mode=mode, dynamic=False)
