@@ -9,7 +9,7 @@ from torch import nn
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
-from coursekit.bench import device_name, host_us, summarize
+from coursekit.bench import device_name, host_us_each, summarize
 
 BLOCKS = 4
 MODES = ["eager", "eager-cudagraph", "default", "reduce-overhead", "max-autotune-no-cudagraphs"]
@@ -124,9 +124,11 @@ def measure(small: bool = False) -> dict:
 
     results = {t: {} for t in token_counts}
     with torch.no_grad():
-        for mode in modes:
-            for tokens in token_counts:
-                x = torch.randn(tokens, d, device=dev, dtype=dtype)
+        for tokens in token_counts:
+            x = torch.randn(tokens, d, device=dev, dtype=dtype)
+            torch._dynamo.reset()  # a fresh compile per batch size: one static graph each
+            steps_by_mode, compiled_in = {}, {}
+            for mode in modes:
                 # --8<-- [start:compile]
                 if mode == "eager":
                     run = model
@@ -134,27 +136,25 @@ def measure(small: bool = False) -> dict:
                     graph = graphed(model, x)
                     run = lambda _x, graph=graph: graph.replay()  # reads x from the captured buffer
                 else:
-                    torch._dynamo.reset()  # a fresh compile per batch size: one static graph each
                     run = torch.compile(model, mode=mode, dynamic=False)
                 # --8<-- [end:compile]
                 start = time.perf_counter()
                 run(x)  # the first call compiles
                 if cuda:
                     torch.cuda.synchronize()
-                first_call_s = time.perf_counter() - start
+                if mode not in ("eager", "eager-cudagraph"):
+                    compiled_in[mode] = {"first_call_s": summarize([time.perf_counter() - start], "s")}
                 for _ in range(3):
                     run(x)  # reduce-overhead: warm-up, then CUDA graph recording; outputs not kept
-
-                def step():
-                    return run(x)
-
-                results[tokens][mode] = {
-                    "time_us": host_us(step, calls=calls, repeats=repeats, warmup=10),
-                    "issue_us": issue_us(step, 2 * repeats, cuda),
-                }
-                if mode not in ("eager", "eager-cudagraph"):
-                    results[tokens][mode]["first_call_s"] = summarize([first_call_s], "s")
-                del run, x
+                steps_by_mode[mode] = lambda run=run: run(x)
+            # Interleaved, round by round, so drift in the host's speed lands on every mode alike.
+            times = host_us_each({m: (f, torch.no_grad) for m, f in steps_by_mode.items()},
+                                 calls=calls, repeats=repeats, warmup=10)
+            for mode, step in steps_by_mode.items():
+                results[tokens][mode] = {"time_us": times[mode], "issue_us": issue_us(step, 2 * repeats, cuda),
+                                         **compiled_in.get(mode, {})}
+            del steps_by_mode, run, x
+            graph = None  # frees the captured graph and its memory pool
         torch._dynamo.reset()
 
         # Profile eager last: once CUPTI has traced kernels, launches stay slower in this process.
@@ -202,7 +202,7 @@ def report(r: dict) -> None:
     for p in r["points"]:
         cells = [f"{s['time_us']['median']:7.1f} ({s['speedup']:4.2f}x"
                  + (f";{s['first_call_s']['median']:4.1f}s)" if "first_call_s" in s else ")")
-                 for s in p["modes"].values()]
+                 for s in (p["modes"][m] for m in r["modes"])]
         print(f"{p['tokens']:>6} " + " ".join(f"{c:>24}" for c in cells))
     print("per forward: eager host issue vs GPU busy time (us) and kernels; compiled default's")
     for p in r["points"]:
