@@ -1,6 +1,6 @@
 """Where a compiled forward spends its host time at one token, where the host binds: the
 torch.compile backend ladder (Dynamo alone, + AOTAutograd, + Inductor), with and without
-CUDA graphs, timed interleaved; then device kernels per forward for each."""
+CUDA graphs, timed interleaved; then device kernels per forward for each, and their names."""
 
 import torch
 from torch import nn
@@ -46,18 +46,21 @@ def measure(small: bool = False) -> dict:
         host = host_us_each({n: (f, torch.no_grad) for n, f in runs.items()},
                             calls=calls, repeats=repeats, warmup=10)
         # Profile last: once CUPTI has traced kernels, launches in this process stay slower.
-        kernels = {}
+        kernels, names = {}, {}
         for name, fn in runs.items():
             with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
                 for _ in range(10):
                     fn()
                 if cuda:
                     torch.cuda.synchronize()
-            kernels[name] = sum(e.device_type == DeviceType.CUDA for e in prof.events()) / 10
+            launched = sorted((e for e in prof.events() if e.device_type == DeviceType.CUDA),
+                              key=lambda e: e.time_range.start)
+            kernels[name] = len(launched) / 10
+            names[name] = [e.name for e in launched[:len(launched) // 10]]  # one forward's, in order
     notes = [] if cuda else [f"{n}: skipped, it needs CUDA" for n in CUDA_ONLY] + ["no device kernels on a CPU"]
     return {"tokens": tokens, "d_model": d, "blocks": BLOCKS, "dtype": str(dtype).removeprefix("torch."),
             "repetitions": repeats, "calls_per_repetition": calls,
-            "host_us": host, "kernels_per_forward": kernels, "notes": notes}
+            "host_us": host, "kernels_per_forward": kernels, "kernel_names": names, "notes": notes}
 
 
 if __name__ == "__main__":
