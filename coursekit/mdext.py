@@ -7,6 +7,9 @@ Placeholders (one syntax family, ``{{ ... }}``):
     {{ m02/crossover:@provenance.torch }}           a field of the result document itself
     {{ output m02/profile_breakdown:table }}        a stored text (a printed table) as a block
     {{ figure m02/crossover }}                      function crossover() of snippets/m02/figures.py
+    {{ m03/derived:by_tokens.1.predicted_us | .0f }} a value computed from stored results: where no
+                                                    result m03/derived exists, function derived() of
+                                                    snippets/m03/figures.py, called like a figure
     {{ provenance m02/host_overhead }}              an expander: hardware, versions, date, downloads
     {{ cited 4.8 TB/s | NVIDIA H200 datasheet }}    a number from a named source, not measured here
     {{ hardware-sets }}                             a table of every hardware folder in build_results/
@@ -144,10 +147,7 @@ class ResultsPreprocessor(Preprocessor):
                     self.fail(placeholder, f"no field {field[1:]!r} in result {key!r}")
                 node = node[part]
         else:
-            try:
-                found = self.lookup(key, field)
-            except (KeyError, store.ResultError) as exc:
-                self.fail(placeholder, str(exc).strip("'\""))
+            found = self.find(key, field, placeholder)
             node, doc = found.value, found.doc
         spread = ""
         try:
@@ -160,14 +160,17 @@ class ResultsPreprocessor(Preprocessor):
             text = _fmt(node, fmt)
         except (ValueError, TypeError, ZeroDivisionError) as exc:
             self.fail(placeholder, f"format {fmt!r} does not apply to {key}:{field}: {exc}")
-        title = f"{spread}measured by {doc['snippet']} on {_short_versions(doc['provenance'])}"
+        source = (f"computed by {doc['snippet']} from {', '.join(doc['derived_from'])}, measured"
+                  if "derived_from" in doc else f"measured by {doc['snippet']}")
+        title = f"{spread}{source} on {_short_versions(doc['provenance'])}"
         css = "measured"
         if doc["hardware"] != self.hardware:
             title = f"not measured on {self.hardware}: the {doc['hardware']} value; " + title
             css += " fallback"
         return self.stash(f'<span class="{css}" title="{html.escape(title)}">{html.escape(text)}</span>')
 
-    def figure(self, name: str, placeholder: str) -> str:
+    def call_figures(self, name: str, placeholder: str):
+        """Call function <func> of snippets/<module>/figures.py with the results it asks for."""
         if not re.fullmatch(r"[a-z0-9_]+/[a-z0-9_]+", name):
             self.fail(placeholder, "a figure is named <module folder>/<function in its figures.py>")
         module_dir, func = name.split("/")
@@ -187,11 +190,40 @@ class ResultsPreprocessor(Preprocessor):
             return used[key]["data"]
 
         try:
-            fig = fn(results)
+            return fn(results), used, path
         except PlaceholderError:
             raise
         except Exception as exc:  # a bug in the figure code: name the figure, not just the page
             self.fail(placeholder, f"{path}:{func}() raised {type(exc).__name__}: {exc}")
+
+    def find(self, key: str, field: str, placeholder: str) -> store.Lookup:
+        """A stored value, or one that snippets/<module>/figures.py computes from stored values."""
+        try:
+            return self.lookup(key, field)
+        except (KeyError, store.ResultError) as exc:
+            stored_error = str(exc).strip("'\"")
+            module_dir, func = key.split("/")
+            figures = self.snippets_dir / module_dir / "figures.py"
+            if any(store.result_path(key, hw, self.results_dir).exists()
+                   for hw in (self.hardware, store.REFERENCE_HARDWARE)) or not figures.exists() \
+                    or not re.search(rf"^def {re.escape(func)}\(", figures.read_text(), re.M):
+                self.fail(placeholder, stored_error)
+        computed, used, path = self.call_figures(key, placeholder)
+        try:
+            value = store.walk(computed, field, f"{key}: ", f"what {path}:{func}() returns")
+        except KeyError as exc:
+            self.fail(placeholder, str(exc).strip("'\""))
+        if not used:
+            self.fail(placeholder, f"{path}:{func}() read no stored result, so it measured nothing")
+        first = next(iter(used.values()))
+        hardware = next((d["hardware"] for d in used.values() if d["hardware"] != self.hardware), self.hardware)
+        doc = {"snippet": f"snippets/{module_dir}/figures.py:{func}()", "hardware": hardware,
+               "provenance": first["provenance"], "derived_from": sorted(used)}
+        return store.Lookup(value, doc, path)
+
+    def figure(self, name: str, placeholder: str) -> str:
+        module_dir, _, func = name.partition("/")
+        fig, used, path = self.call_figures(name, placeholder)
         fig.layout.template = None  # the page's palette is applied in the browser (figures.js)
         spec_json = fig.to_json()
         if len(spec_json) > 400_000:
@@ -246,10 +278,7 @@ class ResultsPreprocessor(Preprocessor):
                 return float(ref)
             except ValueError:
                 self.fail(placeholder, f"{ref!r} is neither module/snippet:field nor a number")
-        try:
-            node = self.lookup(m["key"], m["field"]).value
-        except (KeyError, store.ResultError) as exc:
-            self.fail(placeholder, str(exc).strip("'\""))
+        node = self.find(m["key"], m["field"], placeholder).value
         node = node["median"] if isinstance(node, dict) and "median" in node else node
         if not isinstance(node, (int, float)):
             self.fail(placeholder, f"{ref} is not a number")

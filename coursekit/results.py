@@ -257,15 +257,19 @@ def lookup(key: str, field: str, hardware: str, results_dir: Path = RESULTS_DIR)
     if not path.exists():
         raise KeyError(f"no result {key!r} for hardware {hardware!r} (expected {path})")
     doc = load(path)
-    node = doc["data"]
+    return Lookup(walk(doc["data"], field, f"{key}: ", str(path)), doc, path)
+
+
+def walk(node, field: str, prefix: str = "", where: str = "the data"):
+    """Follow a dotted path (list indices as numbers) into nested dicts and lists."""
     for part in field.split(".") if field else []:
         if isinstance(node, list) and part.lstrip("-").isdigit():
             idx = int(part)
             if not -len(node) <= idx < len(node):
-                raise KeyError(f"{key}: index {part} out of range in {field!r}")
+                raise KeyError(f"{prefix}index {part} out of range in {field!r}")
             node = node[idx]
         elif isinstance(node, dict) and part in node:
             node = node[part]
         else:
-            raise KeyError(f"{key}: no field {field!r} in {path}")
-    return Lookup(node, doc, path)
+            raise KeyError(f"{prefix}no field {field!r} in {where}")
+    return node

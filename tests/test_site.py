@@ -84,6 +84,25 @@ def test_missing_values_fail_naming_the_key(text, named):
         convert(text)
 
 
+def test_computed_values_come_from_figures_functions_and_say_so():
+    """{{ m03/derived:... }}: no stored result of that name, so figures.py's derived() computes it."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("m03_figures", ROOT / "snippets" / "m03" / "figures.py")
+    figures = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(figures)
+
+    def results(key):
+        return json.loads((ROOT / "build_results" / "nvidia-h200" / f"{key}.json").read_text())["data"]
+    expected = figures.derived(results)["by_tokens"]["1"]["predicted_speedup"]
+    html = convert("{{ m03/derived:by_tokens.1.predicted_speedup | .2f }}")
+    assert f">{expected:.2f}<" in html
+    assert "computed by snippets/m03/figures.py:derived() from m03/modes, methodology/ceilings" in html
+    with pytest.raises(PlaceholderError, match=re.escape("by_tokens.3.predicted_speedup")):
+        convert("{{ m03/derived:by_tokens.3.predicted_speedup }}")
+    with pytest.raises(PlaceholderError, match="prose claims"):
+        convert(f"{{{{ assert m03/derived:by_tokens.1.predicted_speedup > {expected + 1} }}}}")
+
+
 def test_a_false_claim_fails_the_reference_build():
     with pytest.raises(PlaceholderError, match="prose claims"):
         convert("{{ assert methodology/ceilings:copy.GBps < 1 }}")
