@@ -239,10 +239,7 @@ class ResultsPreprocessor(Preprocessor):
         m = VALUE.match(body)
         if not m:
             self.fail(placeholder, "an output is written {{ output module/snippet:field }}")
-        try:
-            found = self.lookup(m["key"], m["field"])
-        except (KeyError, store.ResultError) as exc:
-            self.fail(placeholder, str(exc).strip("'\""))
+        found = self.find(m["key"], m["field"], placeholder)
         if not isinstance(found.value, str):
             self.fail(placeholder, f"{m['key']}:{m['field']} is not text")
         return self.stash(f'<div class="measured-output"><pre><code>{html.escape(found.value)}</code></pre>'
@@ -254,6 +251,9 @@ class ResultsPreprocessor(Preprocessor):
         name = key.replace("/", "_")
         note = (f'<strong>Not measured on {html.escape(self.hardware)}; reference data:</strong> '
                 if doc["hardware"] != self.hardware else "")
+        if "derived_from" in doc:
+            return (f'{note}Computed by <code>{html.escape(doc["snippet"])}</code> from '
+                    f'{html.escape(", ".join(doc["derived_from"]))}, measured on {html.escape(_short_versions(prov))}')
         return (f'{note}Measured by <code>{html.escape(doc["snippet"])}</code> on {html.escape(_short_versions(prov))} '
                 f'(<a download="{name}.json" href="{raw}">raw data</a>)')
 

@@ -25,34 +25,51 @@ def _spread(lows, mids, highs):
 
 
 def derived(results) -> dict:
-    """Floors, the binding overhead and the predicted speedup per batch size.
+    """Floors, the binding overhead and two predictions per batch size, from eager alone.
 
-    Prediction, made from eager measurements and the ceilings alone: graph mode takes the host
-    off the critical path (time becomes the GPU busy time) and fusion removes the HBM traffic
-    beyond the fused minimum (at copy bandwidth); nothing goes below the two roofline floors.
+    Made before compiling, from the eager profile and the ceilings measured in the same build:
+
+    - host removed (CUDA graphs): the forward takes the GPU busy time, less what fusion saves;
+    - fusion without graphs (default mode): where the host binds, its time scales with the
+      number of launches, and fusion removes one per adjacent pair of elementwise ops (here the
+      residual add and the next block's LayerNorm, BLOCKS - 1 pairs); where the GPU binds, the
+      forward loses the fused pair's HBM round trip (one T x d tensor written and read back).
+
+    Nothing is predicted below the floors: the FLOPs at the GEMM ceiling, the fused minimum of
+    bytes at the copy ceiling.
     """
     modes = results("m03/modes")
     ceilings = results("methodology/ceilings")
     bytes_per_us = ceilings["copy"]["GBps"]["median"] * 1e3    # GB/s -> bytes per us
     flops_per_us = ceilings["gemm"]["TFLOPs"]["median"] * 1e6  # TFLOP/s -> FLOPs per us
+    elem = 2 if modes["dtype"] == "bfloat16" else 4
+    fusable_pairs = modes["blocks"] - 1
     rows = []
     for p in modes["points"]:
         eager = p["modes"]["eager"]
         eager_us = eager["time_us"]["median"]
         issue_us = eager["issue_us"]["median"]
         busy_us = eager["gpu_busy_us"]["median"]
+        kernels = eager["kernels_per_step"]
         compute_floor_us = p["flops"] / flops_per_us
         memory_floor_us = p["bytes_min"] / bytes_per_us
         eager_traffic_us = p["bytes_eager"] / bytes_per_us
+        fusion_saves_us = 2 * fusable_pairs * p["tokens"] * modes["d_model"] * elem / bytes_per_us
+        floor_us = max(compute_floor_us, memory_floor_us)
         if issue_us > busy_us:
             binds = "CPU overhead"      # the GPU waits for the host
-        elif eager_traffic_us > compute_floor_us:
-            binds = "memory traffic"    # unfused HBM round trips outweigh the matmuls
+        elif compute_floor_us > eager_traffic_us:
+            binds = "compute"           # the matmuls' FLOPs outweigh every byte eager moves
         else:
-            binds = "compute"
-        predicted_us = max(busy_us - (eager_traffic_us - memory_floor_us), compute_floor_us, memory_floor_us)
-        if busy_us <= 0:
-            predicted_us = eager_us  # no GPU profile (a CPU run): no prediction
+            binds = "memory traffic"
+        graphs_us = max(busy_us - fusion_saves_us, floor_us)
+        fused_kernels = kernels - fusable_pairs
+        if busy_us <= 0:  # no GPU profile (a CPU run): no prediction
+            graphs_us, fusion_us = eager_us, eager_us
+        elif binds == "CPU overhead":
+            fusion_us = max(eager_us * fused_kernels / kernels, busy_us - fusion_saves_us)
+        else:
+            fusion_us = max(eager_us - fusion_saves_us, floor_us)
         rows.append({
             "tokens": p["tokens"],
             "binds": binds,
@@ -60,17 +77,21 @@ def derived(results) -> dict:
             "issue_us": issue_us,
             "gpu_busy_us": busy_us,
             "gpu_busy_fraction": busy_us / eager_us,
-            "kernels_per_step": eager["kernels_per_step"],
+            "idle_us": eager_us - busy_us,
+            "kernels_per_step": kernels,
+            "predicted_fused_kernels": fused_kernels,
             "compute_floor_us": compute_floor_us,
             "memory_floor_us": memory_floor_us,
             "eager_traffic_us": eager_traffic_us,
+            "fusion_saves_us": fusion_saves_us,
             "achieved_GBps": p["bytes_eager"] / busy_us / 1e3 if busy_us > 0 else 0.0,
             "achieved_TFLOPs": p["flops"] / busy_us / 1e6 if busy_us > 0 else 0.0,
             "compiled_busy_us": p["modes"]["default"]["gpu_busy_us"]["median"],
             "compiled_kernels_per_step": p["modes"]["default"]["kernels_per_step"],
-            "predicted_us": predicted_us,
-            "predicted_speedup": eager_us / predicted_us,
-            "graphs_only_speedup": eager_us / busy_us if busy_us > 0 else 0.0,  # host removed, nothing fused
+            "predicted_graphs_us": graphs_us,
+            "predicted_graphs_speedup": eager_us / graphs_us,
+            "predicted_fusion_us": fusion_us,
+            "predicted_fusion_speedup": eager_us / fusion_us,
             "measured_speedup": {m: p["modes"][m]["speedup"] for m in modes["modes"]},
             "best_mode": max(modes["modes"], key=lambda m: p["modes"][m]["speedup"]),
         })
@@ -103,15 +124,16 @@ def speedup(results) -> go.Figure:
             hovertemplate="%{x} tokens: %{y:.2f}× (%{customdata[0]:.1f} µs per forward, "
                           "%{customdata[1]})<extra>" + LABELS[mode] + "</extra>",
         ))
-    fig.add_trace(go.Scatter(
-        x=tokens, y=[r["predicted_speedup"] for r in rows], mode="lines+markers+text",
-        line={"dash": "dash"}, marker={"symbol": "diamond-open", "size": 9},
-        name="predicted from eager profile: no host overhead, no extra HBM traffic",
-        text=[SHORT[r["binds"]] for r in rows], textposition="top center",
-        customdata=[[r["binds"], r["predicted_us"]] for r in rows],
-        hovertemplate="%{x} tokens: predicted %{y:.2f}× (%{customdata[1]:.1f} µs); "
-                      "binding: %{customdata[0]}<extra></extra>",
-    ))
+    for key, name, symbol in (("graphs", "predicted: host removed (CUDA graphs)", "diamond-open"),
+                              ("fusion", "predicted: fusion only (default mode)", "square-open")):
+        fig.add_trace(go.Scatter(
+            x=tokens, y=[r[f"predicted_{key}_speedup"] for r in rows], mode="lines+markers+text",
+            line={"dash": "dash"}, marker={"symbol": symbol, "size": 9}, name=name,
+            text=[SHORT[r["binds"]] if key == "graphs" else "" for r in rows], textposition="top center",
+            customdata=[[r["binds"], r[f"predicted_{key}_us"]] for r in rows],
+            hovertemplate="%{x} tokens: predicted %{y:.2f}× (%{customdata[1]:.1f} µs); "
+                          "eager binds on %{customdata[0]}<extra>" + name + "</extra>",
+        ))
     fig.add_hline(y=1, line_dash="dot", annotation_text="eager", annotation_position="bottom right")
     fig.update_xaxes(type="log", title_text="tokens per forward")
     fig.update_yaxes(type="log", title_text="speedup over eager (×, log scale)")
@@ -159,4 +181,57 @@ def decomposition(results) -> go.Figure:
     # The overheads overlap in time (the host issues while the GPU runs): grouped, not stacked.
     fig.update_layout(barmode="group", legend={"orientation": "h", "yanchor": "top", "y": -0.2},
                       hovermode="closest", height=520, margin={"l": 70, "r": 20, "t": 20, "b": 60})
+    return fig
+
+
+RUNGS = {  # short name (usable in a page's placeholder): the name m03/host_cost stores
+    "eager": "eager",
+    "dynamo": "dynamo (backend=eager)",
+    "aot": "dynamo+aot (backend=aot_eager)",
+    "inductor": "inductor (default)",
+    "max_autotune": "inductor (max-autotune-no-cudagraphs)",
+    "reduce_overhead": "inductor (reduce-overhead)",
+    "graphed": "eager in a CUDA graph",
+}
+
+
+KERNELS_SHOWN = 7  # one block and the first kernel of the next
+
+
+def _short_kernel(name: str) -> str:
+    """A CUDA kernel's name without return type, namespaces and template arguments."""
+    for noise in ("void ", "at::native::", "(anonymous namespace)::"):
+        name = name.replace(noise, "")
+    return name.split("<")[0].split("(")[0]
+
+
+def ladder(results) -> dict:
+    """m03/host_cost under short names, and one block's kernels per rung as a text table."""
+    data = results("m03/host_cost")
+    rungs = {short: {"host_us": data["host_us"][name], "kernels": data["kernels_per_forward"][name],
+                     "kernel_names": data["kernel_names"][name]}
+             for short, name in RUNGS.items() if name in data["host_us"]}
+    lines = []
+    for short in ("eager", "inductor", "max_autotune", "reduce_overhead"):
+        if short in rungs:
+            first = [_short_kernel(n) for n in rungs[short]["kernel_names"][:KERNELS_SHOWN]]
+            lines.append(f"{RUNGS[short]}: {rungs[short]['kernels']:.0f} kernels per forward; the first {len(first)}:")
+            lines += [f"    {n}" for n in first]
+    return {**rungs, "kernel_table": "\n".join(lines)}
+
+
+def host_ladder(results) -> go.Figure:
+    """Host time per forward at one token, adding one layer of torch.compile at a time."""
+    rungs = ladder(results)
+    names = [s for s in RUNGS if s in rungs]
+    med = [rungs[s]["host_us"]["median"] for s in names]
+    fig = go.Figure(go.Bar(
+        y=[RUNGS[s] for s in names], x=med, orientation="h",
+        error_x=_spread([rungs[s]["host_us"]["p10"] for s in names], med, [rungs[s]["host_us"]["p90"] for s in names]),
+        text=[f"{m:.0f} µs · {rungs[s]['kernels']:.0f} kernels" for s, m in zip(names, med)], textposition="auto",
+        hovertemplate="%{y}: %{x:.1f} µs per forward<extra></extra>",
+    ))
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(title_text="µs per forward at one token (median; bars: 10th–90th percentile), interleaved")
+    fig.update_layout(height=380, margin={"l": 260, "r": 20, "t": 20, "b": 60}, showlegend=False)
     return fig
