@@ -87,15 +87,24 @@ def derived(results) -> dict:
             "achieved_GBps": p["bytes_eager"] / busy_us / 1e3 if busy_us > 0 else 0.0,
             "achieved_TFLOPs": p["flops"] / busy_us / 1e6 if busy_us > 0 else 0.0,
             "compiled_busy_us": p["modes"]["default"]["gpu_busy_us"]["median"],
+            "compiled_busy_saving_us": busy_us - p["modes"]["default"]["gpu_busy_us"]["median"],
             "compiled_kernels_per_step": p["modes"]["default"]["kernels_per_step"],
             "predicted_graphs_us": graphs_us,
             "predicted_graphs_speedup": eager_us / graphs_us,
             "predicted_fusion_us": fusion_us,
             "predicted_fusion_speedup": eager_us / fusion_us,
             "measured_speedup": {m: p["modes"][m]["speedup"] for m in modes["modes"]},
+            # what the measured modes leave on the table (CUDA runs only)
+            **({"graph_excess_per_kernel_us": (p["modes"]["eager-cudagraph"]["time_us"]["median"] - busy_us) / kernels,
+                "reduce_overhead_wrapper_us": p["modes"]["reduce-overhead"]["time_us"]["median"]
+                - p["modes"]["eager-cudagraph"]["time_us"]["median"]}
+               if "reduce-overhead" in p["modes"] else {}),
             "best_mode": max(modes["modes"], key=lambda m: p["modes"][m]["speedup"]),
         })
+    wrapper = [r["reduce_overhead_wrapper_us"] for r in rows if "reduce_overhead_wrapper_us" in r]
     return {
+        **({"reduce_overhead_wrapper_min_us": min(wrapper), "reduce_overhead_wrapper_max_us": max(wrapper)}
+           if wrapper else {}),
         "copy_GBps": ceilings["copy"]["GBps"]["median"],
         "gemm_TFLOPs": ceilings["gemm"]["TFLOPs"]["median"],
         "points": rows,
@@ -217,7 +226,13 @@ def ladder(results) -> dict:
             first = [_short_kernel(n) for n in rungs[short]["kernel_names"][:KERNELS_SHOWN]]
             lines.append(f"{RUNGS[short]}: {rungs[short]['kernels']:.0f} kernels per forward; the first {len(first)}:")
             lines += [f"    {n}" for n in first]
-    return {**rungs, "kernel_table": "\n".join(lines)}
+    step = {}
+    if "graphed" in rungs:
+        med = {s: r["host_us"]["median"] for s, r in rungs.items()}
+        step = {"dynamo_minus_eager_us": med["dynamo"] - med["eager"], "aot_minus_dynamo_us": med["aot"] - med["dynamo"],
+                "aot_minus_inductor_us": med["aot"] - med["inductor"],
+                "reduce_overhead_minus_graphed_us": med["reduce_overhead"] - med["graphed"]}
+    return {**rungs, **step, "kernel_table": "\n".join(lines)}
 
 
 def host_ladder(results) -> go.Figure:
