@@ -143,7 +143,9 @@ def speedup(results) -> go.Figure:
             hovertemplate="%{x} tokens: predicted %{y:.2f}× (%{customdata[1]:.1f} µs); "
                           "eager binds on %{customdata[0]}<extra>" + name + "</extra>",
         ))
-    fig.add_hline(y=1, line_dash="dot", annotation_text="eager", annotation_position="bottom right")
+    fig.add_hline(y=1, line_dash="dot")
+    # on a log axis an annotation's y is log10 of the value: 0 puts it on the eager line
+    fig.add_annotation(x=1, xref="paper", xanchor="right", y=0, yanchor="top", text="eager = 1×", showarrow=False)
     fig.update_xaxes(type="log", title_text="tokens per forward")
     fig.update_yaxes(type="log", title_text="speedup over eager (×, log scale)")
     fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.2}, hovermode="closest",
@@ -186,7 +188,7 @@ def decomposition(results) -> go.Figure:
     positive = [r[k] for r in rows for _, k in bars if r[k] > 0] + [r["eager_us"] for r in rows]
     fig.update_xaxes(type="category", title_text="tokens per forward (log-spaced)")
     fig.update_yaxes(type="log", title_text="time per forward (µs, log scale; bars: 10th–90th pct.)",
-                     range=[math.log10(min(positive)) - 0.2, math.log10(max(positive)) + 0.3])
+                     range=[math.log10(min(positive)) - 0.2, math.log10(max(positive)) + 0.5])
     # The overheads overlap in time (the host issues while the GPU runs): grouped, not stacked.
     fig.update_layout(barmode="group", legend={"orientation": "h", "yanchor": "top", "y": -0.2},
                       hovermode="closest", height=520, margin={"l": 70, "r": 20, "t": 20, "b": 60})
@@ -241,12 +243,11 @@ def host_ladder(results) -> go.Figure:
     names = [s for s in RUNGS if s in rungs]
     med = [rungs[s]["host_us"]["median"] for s in names]
     fig = go.Figure(go.Bar(
-        y=[RUNGS[s] for s in names], x=med, orientation="h",
+        y=[f"{RUNGS[s]} · {rungs[s]['kernels']:.0f} kernels" for s in names], x=med, orientation="h",
         error_x=_spread([rungs[s]["host_us"]["p10"] for s in names], med, [rungs[s]["host_us"]["p90"] for s in names]),
-        text=[f"{m:.0f} µs · {rungs[s]['kernels']:.0f} kernels" for s, m in zip(names, med)], textposition="auto",
-        hovertemplate="%{y}: %{x:.1f} µs per forward<extra></extra>",
+        hovertemplate="%{y}: %{x:.1f} µs per forward (median; whiskers: 10th–90th percentile)<extra></extra>",
     ))
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(title_text="µs per forward at one token (median; bars: 10th–90th percentile), interleaved")
-    fig.update_layout(height=380, margin={"l": 260, "r": 20, "t": 20, "b": 60}, showlegend=False)
+    fig.update_xaxes(title_text="µs per forward at one token")
+    fig.update_layout(height=380, margin={"l": 300, "r": 20, "t": 20, "b": 60}, showlegend=False)
     return fig
