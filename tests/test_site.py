@@ -93,14 +93,14 @@ def test_computed_values_come_from_figures_functions_and_say_so():
 
     def results(key):
         return json.loads((ROOT / "build_results" / "nvidia-h200" / f"{key}.json").read_text())["data"]
-    expected = figures.derived(results)["by_tokens"]["1"]["predicted_speedup"]
-    html = convert("{{ m03/derived:by_tokens.1.predicted_speedup | .2f }}")
+    expected = figures.derived(results)["by_tokens"]["1"]["predicted_graphs_speedup"]
+    html = convert("{{ m03/derived:by_tokens.1.predicted_graphs_speedup | .2f }}")
     assert f">{expected:.2f}<" in html
     assert "computed by snippets/m03/figures.py:derived() from m03/modes, methodology/ceilings" in html
-    with pytest.raises(PlaceholderError, match=re.escape("by_tokens.3.predicted_speedup")):
-        convert("{{ m03/derived:by_tokens.3.predicted_speedup }}")
+    with pytest.raises(PlaceholderError, match=re.escape("by_tokens.3.predicted_graphs_speedup")):
+        convert("{{ m03/derived:by_tokens.3.predicted_graphs_speedup }}")
     with pytest.raises(PlaceholderError, match="prose claims"):
-        convert(f"{{{{ assert m03/derived:by_tokens.1.predicted_speedup > {expected + 1} }}}}")
+        convert(f"{{{{ assert m03/derived:by_tokens.1.predicted_graphs_speedup > {expected + 1} }}}}")
 
 
 def test_a_false_claim_fails_the_reference_build():
