@@ -4,8 +4,6 @@
 "methodology/ceilings" (copy bandwidth and bf16 GEMM rate, measured in the same build).
 The ceilings turn the snippet's FLOPs and bytes into floors; ``derived`` does that once.
 """
-import math
-
 import plotly.graph_objects as go
 
 LABELS = {
@@ -16,6 +14,8 @@ LABELS = {
     "max-autotune-no-cudagraphs": 'mode="max-autotune-no-cudagraphs"',
 }
 SHORT = {"CPU overhead": "CPU", "memory traffic": "memory", "compute": "compute"}
+OPS_PER_BLOCK = 5  # ops the host dispatches per block: LayerNorm, addmm, GELU, addmm, add
+POINTWISE_ELEMENTS_PER_TOKEN = 13  # per block and model width: LayerNorm 2, GELU 8, add 3 (eager_bytes)
 
 
 def _spread(lows, mids, highs):
@@ -29,77 +29,89 @@ def derived(results) -> dict:
 
     Made before compiling, from the eager profile and the ceilings measured in the same build:
 
-    - host removed (CUDA graphs): the forward takes the GPU busy time, less what fusion saves;
-    - fusion without graphs (default mode): where the host binds, its time scales with the
-      number of launches, and fusion removes one per adjacent pair of elementwise ops (here the
-      residual add and the next block's LayerNorm, BLOCKS - 1 pairs); where the GPU binds, the
-      forward loses the fused pair's HBM round trip (one T x d tensor written and read back).
+    - host removed (a CUDA graph of the eager kernels): the forward takes the GPU busy time,
+      and no less than the floors;
+    - fusion without graphs (default mode): pointwise ops fuse into a neighbouring pointwise or
+      reduction kernel, and here the only such neighbours are a block's residual add and the
+      next block's LayerNorm (BLOCKS - 1 pairs; the matmuls in between are cuBLAS calls).
+      Where the host binds, its time scales with the ops it dispatches, OPS_PER_BLOCK per block,
+      one fewer per pair; where the GPU binds, each pair saves one read of a tokens x width tensor.
 
-    Nothing is predicted below the floors: the FLOPs at the GEMM ceiling, the fused minimum of
-    bytes at the copy ceiling.
+    The floors: the FLOPs at the GEMM reference rate, the fused minimum of bytes at copy bandwidth.
     """
     modes = results("m03/modes")
     ceilings = results("methodology/ceilings")
     bytes_per_us = ceilings["copy"]["GBps"]["median"] * 1e3    # GB/s -> bytes per us
     flops_per_us = ceilings["gemm"]["TFLOPs"]["median"] * 1e6  # TFLOP/s -> FLOPs per us
     elem = 2 if modes["dtype"] == "bfloat16" else 4
-    fusable_pairs = modes["blocks"] - 1
+    blocks, d = modes["blocks"], modes["d_model"]
+    pairs, ops = blocks - 1, OPS_PER_BLOCK * blocks
     rows = []
     for p in modes["points"]:
+        t = p["tokens"]
         eager = p["modes"]["eager"]
         eager_us = eager["time_us"]["median"]
         issue_us = eager["issue_us"]["median"]
         busy_us = eager["gpu_busy_us"]["median"]
-        kernels = eager["kernels_per_step"]
+        gemm_us = eager["gemm_busy_us"]["median"]
+        other_us = busy_us - gemm_us
         compute_floor_us = p["flops"] / flops_per_us
         memory_floor_us = p["bytes_min"] / bytes_per_us
         eager_traffic_us = p["bytes_eager"] / bytes_per_us
-        fusion_saves_us = 2 * fusable_pairs * p["tokens"] * modes["d_model"] * elem / bytes_per_us
+        pointwise_bytes = blocks * (POINTWISE_ELEMENTS_PER_TOKEN * t * d + 2 * d) * elem  # LN, GELU, add
+        fusion_saves_us = pairs * t * d * elem / bytes_per_us
         floor_us = max(compute_floor_us, memory_floor_us)
         if issue_us > busy_us:
             binds = "CPU overhead"      # the GPU waits for the host
-        elif compute_floor_us > eager_traffic_us:
-            binds = "compute"           # the matmuls' FLOPs outweigh every byte eager moves
+        elif gemm_us > other_us:
+            binds = "compute"           # most of the busy time is matrix multiplication
         else:
             binds = "memory traffic"
-        graphs_us = max(busy_us - fusion_saves_us, floor_us)
-        fused_kernels = kernels - fusable_pairs
+        graphs_us = max(busy_us, floor_us)
         if busy_us <= 0:  # no GPU profile (a CPU run): no prediction
-            graphs_us, fusion_us = eager_us, eager_us
+            graphs_us = fusion_us = eager_us
         elif binds == "CPU overhead":
-            fusion_us = max(eager_us * fused_kernels / kernels, busy_us - fusion_saves_us)
+            fusion_us = max(eager_us * (ops - pairs) / ops, busy_us - fusion_saves_us)
         else:
             fusion_us = max(eager_us - fusion_saves_us, floor_us)
+        by_mode = p["modes"]
         rows.append({
-            "tokens": p["tokens"],
+            "tokens": t,
             "binds": binds,
             "eager_us": eager_us,
             "issue_us": issue_us,
             "gpu_busy_us": busy_us,
-            "gpu_busy_fraction": busy_us / eager_us,
+            "gemm_busy_us": gemm_us,
+            "other_busy_us": other_us,
             "idle_us": eager_us - busy_us,
-            "kernels_per_step": kernels,
-            "predicted_fused_kernels": fused_kernels,
+            "gpu_busy_fraction": busy_us / eager_us,
+            "gemm_fraction_of_busy": gemm_us / busy_us if busy_us > 0 else 0.0,
+            "kernels_per_step": eager["kernels_per_step"],
+            "ops_per_forward": ops,
+            "fused_ops_per_forward": ops - pairs,
             "compute_floor_us": compute_floor_us,
             "memory_floor_us": memory_floor_us,
             "eager_traffic_us": eager_traffic_us,
+            "pointwise_traffic_us": pointwise_bytes / bytes_per_us,
             "fusion_saves_us": fusion_saves_us,
+            "gemm_TFLOPs": p["flops"] / gemm_us / 1e6 if gemm_us > 0 else 0.0,
+            "pointwise_GBps": pointwise_bytes / other_us / 1e3 if other_us > 0 else 0.0,
             "achieved_GBps": p["bytes_eager"] / busy_us / 1e3 if busy_us > 0 else 0.0,
-            "achieved_TFLOPs": p["flops"] / busy_us / 1e6 if busy_us > 0 else 0.0,
-            "compiled_busy_us": p["modes"]["default"]["gpu_busy_us"]["median"],
-            "compiled_busy_saving_us": busy_us - p["modes"]["default"]["gpu_busy_us"]["median"],
-            "compiled_kernels_per_step": p["modes"]["default"]["kernels_per_step"],
+            "compiled_busy_us": by_mode["default"]["gpu_busy_us"]["median"],
+            "compiled_gemm_busy_us": by_mode["default"]["gemm_busy_us"]["median"],
+            "compiled_busy_saving_us": busy_us - by_mode["default"]["gpu_busy_us"]["median"],
+            "compiled_kernels_per_step": by_mode["default"]["kernels_per_step"],
             "predicted_graphs_us": graphs_us,
             "predicted_graphs_speedup": eager_us / graphs_us,
             "predicted_fusion_us": fusion_us,
             "predicted_fusion_speedup": eager_us / fusion_us,
-            "measured_speedup": {m: p["modes"][m]["speedup"] for m in modes["modes"]},
+            "measured_speedup": {m: by_mode[m]["speedup"]["median"] for m in modes["modes"]},
+            "best_mode": max(modes["modes"], key=lambda m: by_mode[m]["speedup"]["median"]),
             # what the measured modes leave on the table (CUDA runs only)
-            **({"graph_excess_per_kernel_us": (p["modes"]["eager-cudagraph"]["time_us"]["median"] - busy_us) / kernels,
-                "reduce_overhead_wrapper_us": p["modes"]["reduce-overhead"]["time_us"]["median"]
-                - p["modes"]["eager-cudagraph"]["time_us"]["median"]}
-               if "reduce-overhead" in p["modes"] else {}),
-            "best_mode": max(modes["modes"], key=lambda m: p["modes"][m]["speedup"]),
+            **({"graph_excess_us": by_mode["eager-cudagraph"]["time_us"]["median"] - busy_us,
+                "reduce_overhead_wrapper_us": by_mode["reduce-overhead"]["issue_us"]["median"]
+                - by_mode["eager-cudagraph"]["issue_us"]["median"]}
+               if "reduce-overhead" in by_mode else {}),
         })
     wrapper = [r["reduce_overhead_wrapper_us"] for r in rows if "reduce_overhead_wrapper_us" in r]
     return {
@@ -122,23 +134,23 @@ def speedup(results) -> go.Figure:
         if mode == "eager":
             continue
         runs = [p["modes"][mode] for p in data["points"]]
-        eager = [p["modes"]["eager"]["time_us"]["median"] for p in data["points"]]
-        # the spread of the mode's own time: eager median over its 90th and 10th percentiles
+        # the speedup is taken round by round (eager and the mode timed back to back); whiskers
+        # span the 10th to 90th percentile of those per-round ratios
         fig.add_trace(go.Scatter(
-            x=tokens, y=[r["speedup"] for r in runs], mode="lines+markers", name=LABELS[mode],
-            error_y=_spread([e / r["time_us"]["p90"] for e, r in zip(eager, runs)], [r["speedup"] for r in runs],
-                            [e / r["time_us"]["p10"] for e, r in zip(eager, runs)]),
+            x=tokens, y=[r["speedup"]["median"] for r in runs], mode="lines+markers", name=LABELS[mode],
+            error_y=_spread(*([r["speedup"][q] for r in runs] for q in ("p10", "median", "p90"))),
             customdata=[[r["time_us"]["median"], f"compiled in {r['first_call_s']['median']:.1f} s"
                           if "first_call_s" in r else "captured, not compiled"] for r in runs],
             hovertemplate="%{x} tokens: %{y:.2f}× (%{customdata[0]:.1f} µs per forward, "
                           "%{customdata[1]})<extra>" + LABELS[mode] + "</extra>",
         ))
-    for key, name, symbol in (("graphs", "predicted: host removed (CUDA graphs)", "diamond-open"),
+    for key, name, symbol in (("graphs", "predicted: host removed (GPU busy time of eager)", "diamond-open"),
                               ("fusion", "predicted: fusion only (default mode)", "square-open")):
         fig.add_trace(go.Scatter(
             x=tokens, y=[r[f"predicted_{key}_speedup"] for r in rows], mode="lines+markers+text",
             line={"dash": "dash"}, marker={"symbol": symbol, "size": 9}, name=name,
-            text=[SHORT[r["binds"]] if key == "graphs" else "" for r in rows], textposition="top center",
+            text=[SHORT[r["binds"]] + " binds" if key == "graphs" else "" for r in rows],
+            textposition="top center",
             customdata=[[r["binds"], r[f"predicted_{key}_us"]] for r in rows],
             hovertemplate="%{x} tokens: predicted %{y:.2f}× (%{customdata[1]:.1f} µs); "
                           "eager binds on %{customdata[0]}<extra>" + name + "</extra>",
@@ -147,51 +159,41 @@ def speedup(results) -> go.Figure:
     # on a log axis an annotation's y is log10 of the value: 0 puts it on the eager line
     fig.add_annotation(x=1, xref="paper", xanchor="right", y=0, yanchor="top", text="eager = 1×", showarrow=False)
     fig.update_xaxes(type="log", title_text="tokens per forward")
-    fig.update_yaxes(type="log", title_text="speedup over eager (×, log scale)")
+    fig.update_yaxes(type="log", title_text="speedup over eager (×, log scale)",
+                     tickvals=[0.5, 0.7, 1, 1.5, 2, 3, 5, 7, 10], ticktext=["0.5", "0.7", "1", "1.5", "2", "3", "5", "7", "10"])
     fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.2}, hovermode="closest",
                       height=520, margin={"l": 70, "r": 20, "t": 20, "b": 60})
     return fig
 
 
 def decomposition(results) -> go.Figure:
-    """Per batch size: host issue time, GPU busy time and the two floors against eager's wall time."""
+    """Eager's wall time per forward, split by what the GPU did: matmul kernels, the other
+    kernels, and idle (waiting for the host); host issue time and the floors as markers."""
     d = derived(results)
     rows = d["points"]
     x = [str(r["tokens"]) for r in rows]
-    bars = [
-        ("host issue time (CPU overhead)", "issue_us"),
-        ("GPU busy time (profiler, kernels)", "gpu_busy_us"),
-        (f"eager HBM traffic at {d['copy_GBps']:.0f} GB/s", "eager_traffic_us"),
-        ("memory floor: fused bytes at copy bandwidth", "memory_floor_us"),
-        (f"compute floor: FLOPs at {d['gemm_TFLOPs']:.0f} TFLOP/s", "compute_floor_us"),
-    ]
-    points = results("m03/modes")["points"]
     fig = go.Figure()
-    for name, key in bars:
-        measured = key in ("issue_us", "gpu_busy_us")  # the floors are computed, not sampled
-        spread = [p["modes"]["eager"][key] for p in points] if measured else None
-        fig.add_trace(go.Bar(
-            x=x, y=[r[key] for r in rows], name=name,
-            error_y=_spread([s["p10"] for s in spread], [s["median"] for s in spread],
-                            [s["p90"] for s in spread]) if measured else None,
-            hovertemplate="%{x} tokens: %{y:.1f} µs<extra>" + name + "</extra>",
-        ))
+    for name, key in (("GPU: matmul kernels (cuBLAS)", "gemm_busy_us"),
+                      ("GPU: LayerNorm, GELU, add kernels", "other_busy_us"),
+                      ("GPU idle: waiting for the host", "idle_us")):
+        fig.add_trace(go.Bar(x=x, y=[max(r[key], 0.0) for r in rows], name=name,
+                             hovertemplate="%{x} tokens: %{y:.1f} µs<extra>" + name + "</extra>"))
+    for name, key, symbol in (("host issue time (one forward, idle GPU)", "issue_us", "line-ew-open"),
+                              (f"compute floor: FLOPs at {d['gemm_TFLOPs']:.0f} TFLOP/s", "compute_floor_us", "triangle-up"),
+                              ("memory floor: fused bytes at copy bandwidth", "memory_floor_us", "circle-open")):
+        fig.add_trace(go.Scatter(
+            x=x, y=[r[key] for r in rows], mode="markers", name=name,
+            marker={"symbol": symbol, "size": 22 if key == "issue_us" else 10, "line": {"width": 3 if key == "issue_us" else 1}},
+            hovertemplate="%{x} tokens: %{y:.1f} µs<extra>" + name + "</extra>"))
     fig.add_trace(go.Scatter(
-        x=x, y=[r["eager_us"] for r in rows], mode="markers+text", name="eager wall time per forward",
-        error_y=_spread(*([p["modes"]["eager"]["time_us"][q] for p in points] for q in ("p10", "median", "p90"))),
-        marker={"symbol": "line-ew-open", "size": 28, "line": {"width": 3}},
-        text=[SHORT[r["binds"]] for r in rows], textposition="top center",
-        customdata=[[r["binds"], r["kernels_per_step"]] for r in rows],
-        hovertemplate="%{x} tokens: eager %{y:.1f} µs, %{customdata[1]} kernels; "
-                      "binds: %{customdata[0]}<extra></extra>",
-    ))
-    positive = [r[k] for r in rows for _, k in bars if r[k] > 0] + [r["eager_us"] for r in rows]
-    fig.update_xaxes(type="category", title_text="tokens per forward (log-spaced)")
-    fig.update_yaxes(type="log", title_text="time per forward (µs, log scale; bars: 10th–90th pct.)",
-                     range=[math.log10(min(positive)) - 0.2, math.log10(max(positive)) + 0.5])
-    # The overheads overlap in time (the host issues while the GPU runs): grouped, not stacked.
-    fig.update_layout(barmode="group", legend={"orientation": "h", "yanchor": "top", "y": -0.2},
-                      hovermode="closest", height=520, margin={"l": 70, "r": 20, "t": 20, "b": 60})
+        x=x, y=[r["eager_us"] * 1.08 for r in rows], mode="text", showlegend=False, hoverinfo="skip",
+        text=[SHORT[r["binds"]] + " binds" for r in rows], textposition="top center"))
+    fig.update_xaxes(type="category", title_text="tokens per forward")
+    fig.update_yaxes(title_text="eager µs per forward (medians)",
+                     range=[0, max(max(r["eager_us"], r["issue_us"]) for r in rows) * 1.25])
+    # The stack is eager's wall time: busy kernels plus the GPU's idle time, which is the host's.
+    fig.update_layout(barmode="stack", legend={"orientation": "h", "yanchor": "top", "y": -0.2},
+                      hovermode="closest", height=540, margin={"l": 70, "r": 20, "t": 20, "b": 60})
     return fig
 
 
@@ -216,11 +218,26 @@ def _short_kernel(name: str) -> str:
     return name.split("<")[0].split("(")[0]
 
 
+def _paired(a: list, b: list, unit: str = "us") -> dict:
+    """Median and 10th/90th percentiles of a - b, sample by sample (samples taken in the same
+    rounds); the same nearest-rank percentiles as coursekit.bench.summarize, which needs torch."""
+    diffs = sorted(x - y for x, y in zip(a, b))
+    n = len(diffs)
+    mid = diffs[n // 2] if n % 2 else (diffs[n // 2 - 1] + diffs[n // 2]) / 2
+
+    def pct(q):
+        return diffs[min(n - 1, max(0, round(q * (n - 1))))]
+    return {"median": mid, "p10": pct(0.1), "p90": pct(0.9), "min": diffs[0], "max": diffs[-1], "n": n, "unit": unit}
+
+
 def ladder(results) -> dict:
-    """m03/host_cost under short names, and one block's kernels per rung as a text table."""
+    """m03/host_cost under short names, differences between rungs taken round by round, and
+    the first kernels of each rung as a text table."""
     data = results("m03/host_cost")
-    rungs = {short: {"host_us": data["host_us"][name], "kernels": data["kernels_per_forward"][name],
-                     "kernel_names": data["kernel_names"][name]}
+    rungs = {short: {"host_us": data["host_us"][name], "issue_us": data["issue_us"][name],
+                     "gpu_busy_us": data["gpu_busy_us"][name], "kernels": data["kernels_per_forward"][name],
+                     "kernel_names": data["kernel_names"][name],
+                     **({"kernel_gap_us": data["kernel_gap_us"][name]} if name in data["kernel_gap_us"] else {})}
              for short, name in RUNGS.items() if name in data["host_us"]}
     lines = []
     for short in ("eager", "inductor", "max_autotune", "reduce_overhead"):
@@ -228,26 +245,41 @@ def ladder(results) -> dict:
             first = [_short_kernel(n) for n in rungs[short]["kernel_names"][:KERNELS_SHOWN]]
             lines.append(f"{RUNGS[short]}: {rungs[short]['kernels']:.0f} kernels per forward; the first {len(first)}:")
             lines += [f"    {n}" for n in first]
-    step = {}
+    rounds = {short: data["rounds_us"][name] for short, name in RUNGS.items() if name in data["rounds_us"]}
+    issued = {short: data["issue_us_samples"][name] for short, name in RUNGS.items()
+              if name in data.get("issue_us_samples", {})}
+    steps = {}
     if "graphed" in rungs:
-        med = {s: r["host_us"]["median"] for s, r in rungs.items()}
-        step = {"dynamo_minus_eager_us": med["dynamo"] - med["eager"], "aot_minus_dynamo_us": med["aot"] - med["dynamo"],
-                "aot_minus_inductor_us": med["aot"] - med["inductor"],
-                "reduce_overhead_minus_graphed_us": med["reduce_overhead"] - med["graphed"]}
-    return {**rungs, **step, "kernel_table": "\n".join(lines)}
+        steps = {"dynamo_minus_eager_us": _paired(rounds["dynamo"], rounds["eager"]),
+                 "aot_minus_dynamo_us": _paired(rounds["aot"], rounds["dynamo"]),
+                 "aot_minus_inductor_us": _paired(rounds["aot"], rounds["inductor"]),
+                 "inductor_minus_eager_us": _paired(rounds["inductor"], rounds["eager"]),
+                 "eager_minus_max_autotune_us": _paired(rounds["eager"], rounds["max_autotune"]),
+                 "inductor_minus_max_autotune_us": _paired(rounds["inductor"], rounds["max_autotune"])}
+        if issued:
+            steps["reduce_overhead_wrapper_us"] = _paired(issued["reduce_overhead"], issued["graphed"])
+    return {**rungs, **steps, "kernel_table": "\n".join(lines)}
 
 
 def host_ladder(results) -> go.Figure:
-    """Host time per forward at one token, adding one layer of torch.compile at a time."""
+    """Per rung at one token: time per forward back to back, host time to issue one forward
+    from an idle GPU, and the GPU busy time of its kernels."""
     rungs = ladder(results)
     names = [s for s in RUNGS if s in rungs]
-    med = [rungs[s]["host_us"]["median"] for s in names]
-    fig = go.Figure(go.Bar(
-        y=[f"{RUNGS[s]} · {rungs[s]['kernels']:.0f} kernels" for s in names], x=med, orientation="h",
-        error_x=_spread([rungs[s]["host_us"]["p10"] for s in names], med, [rungs[s]["host_us"]["p90"] for s in names]),
-        hovertemplate="%{y}: %{x:.1f} µs per forward (median; whiskers: 10th–90th percentile)<extra></extra>",
-    ))
+    labels = [f"{RUNGS[s]} · {rungs[s]['kernels']:.0f} kernels" for s in names]
+    fig = go.Figure()
+    for key, name in (("host_us", "per forward, back to back"), ("issue_us", "host issue time, one forward")):
+        med = [rungs[s][key]["median"] for s in names]
+        fig.add_trace(go.Bar(
+            y=labels, x=med, orientation="h", name=name,
+            error_x=_spread([rungs[s][key]["p10"] for s in names], med, [rungs[s][key]["p90"] for s in names]),
+            hovertemplate="%{y}: %{x:.1f} µs (median; whiskers: 10th–90th percentile)<extra>" + name + "</extra>"))
+    fig.add_trace(go.Scatter(
+        y=labels, x=[rungs[s]["gpu_busy_us"] for s in names], mode="markers", name="GPU busy time (profiler)",
+        marker={"symbol": "line-ns-open", "size": 22, "line": {"width": 3}},
+        hovertemplate="%{y}: GPU busy %{x:.1f} µs<extra></extra>"))
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(title_text="µs per forward at one token")
-    fig.update_layout(height=380, margin={"l": 300, "r": 20, "t": 20, "b": 60}, showlegend=False)
+    fig.update_xaxes(title_text="µs at one token")
+    fig.update_layout(barmode="group", height=520, margin={"l": 300, "r": 20, "t": 20, "b": 60},
+                      legend={"orientation": "h", "yanchor": "top", "y": -0.15})
     return fig

@@ -1,14 +1,15 @@
 """Where a compiled forward spends its host time at one token, where the host binds: the
 torch.compile backend ladder (Dynamo alone, + AOTAutograd, + Inductor), with and without
-CUDA graphs, timed interleaved; then device kernels per forward for each, and their names."""
+CUDA graphs, timed interleaved (back to back, and one call from an idle GPU); then the device
+kernels of each: how many, their names, their busy time, and the GPU's idle time between them."""
 
 import torch
 from torch import nn
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
-from coursekit.bench import device_name, host_us_each
-from modes import BLOCKS, Block, graphed  # the same model as modes.py
+from coursekit.bench import device_name, host_us_each, summarize
+from modes import BLOCKS, Block, graphed, issue_us  # the same model as modes.py
 
 # --8<-- [start:ladder]
 LADDER = {  # name: keyword arguments to torch.compile, or None for plain eager
@@ -43,10 +44,17 @@ def measure(small: bool = False) -> dict:
         if cuda:
             graph = graphed(model, x)
             runs["eager in a CUDA graph"] = graph.replay
-        host = host_us_each({n: (f, torch.no_grad) for n, f in runs.items()},
-                            calls=calls, repeats=repeats, warmup=10)
+        # Interleaved round by round, as in modes.py; the raw rounds are kept so that differences
+        # between rungs can be taken within a round.
+        timed, issued = {n: [] for n in runs}, {n: [] for n in runs}
+        for round_ in range(repeats):
+            times = host_us_each({n: (f, torch.no_grad) for n, f in runs.items()},
+                                 calls=calls, repeats=1, warmup=10 if round_ == 0 else 0)
+            for name, fn in runs.items():
+                timed[name].append(times[name]["median"])
+                issued[name] += issue_us(fn, 2, cuda)
         # Profile last: once CUPTI has traced kernels, launches in this process stay slower.
-        kernels, names = {}, {}
+        kernels, names, busy, gaps = {}, {}, {}, {}
         for name, fn in runs.items():
             with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
                 for _ in range(10):
@@ -55,19 +63,30 @@ def measure(small: bool = False) -> dict:
                     torch.cuda.synchronize()
             launched = sorted((e for e in prof.events() if e.device_type == DeviceType.CUDA),
                               key=lambda e: e.time_range.start)
+            per_forward = len(launched) // 10
             kernels[name] = len(launched) / 10
-            names[name] = [e.name for e in launched[:len(launched) // 10]]  # one forward's, in order
+            names[name] = [e.name for e in launched[:per_forward]]  # one forward's, in order
+            busy[name] = sum(e.time_range.elapsed_us() for e in launched) / 10
+            # the GPU's idle time between consecutive kernels of one forward
+            idle = [launched[i + 1].time_range.start - launched[i].time_range.end
+                    for i in range(len(launched) - 1) if (i + 1) % per_forward]
+            if idle:
+                gaps[name] = summarize(idle, "us")
     notes = [] if cuda else [f"{n}: skipped, it needs CUDA" for n in CUDA_ONLY] + ["no device kernels on a CPU"]
     return {"tokens": tokens, "d_model": d, "blocks": BLOCKS, "dtype": str(dtype).removeprefix("torch."),
-            "repetitions": repeats, "calls_per_repetition": calls,
-            "host_us": host, "kernels_per_forward": kernels, "kernel_names": names, "notes": notes}
+            "repetitions": repeats, "calls_per_repetition": calls, "rounds_us": timed,
+            "host_us": {n: summarize(t, "us") for n, t in timed.items()},
+            "issue_us": {n: summarize(i, "us") for n, i in issued.items()}, "issue_us_samples": issued,
+            "kernels_per_forward": kernels, "gpu_busy_us": busy, "kernel_gap_us": gaps,
+            "kernel_names": names, "notes": notes}
 
 
 if __name__ == "__main__":
     r = measure(small=not torch.cuda.is_available())
     print(f"{r['blocks']} MLP blocks, d={r['d_model']}, {r['tokens']} token, {r['dtype']}, on {device_name()}")
+    print(f"  {'':<40} {'us per forward':>14} {'issue us':>9} {'GPU busy':>9} {'kernels':>8}")
     for name, s in r["host_us"].items():
-        print(f"  {name:<40} {s['median']:7.1f} us per forward (p10 {s['p10']:.1f}, p90 {s['p90']:.1f})"
-              f"  {r['kernels_per_forward'][name]:4.1f} kernels")
+        print(f"  {name:<40} {s['median']:14.1f} {r['issue_us'][name]['median']:9.1f}"
+              f" {r['gpu_busy_us'][name]:9.1f} {r['kernels_per_forward'][name]:8.1f}")
     for note in r["notes"]:
         print("note:", note)

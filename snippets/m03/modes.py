@@ -52,8 +52,12 @@ def min_bytes(tokens: int, d: int, elem: int) -> int:
 # --8<-- [end:bytes]
 
 
-def profile_step(step, steps: int, cuda: bool) -> tuple[float, float]:
-    """Device kernels (and copies) per step and their summed device time per step, in us."""
+GEMM_KERNELS = ("gemm", "nvjet", "splitKreduce", "triton_tem", "cutlass", "xmma")  # cuBLAS, Triton templates
+
+
+def profile_step(step, steps: int, cuda: bool) -> tuple[float, float, float]:
+    """Device kernels (and copies) per step, their summed device time per step and the part of
+    it spent in matrix-multiplication kernels, in us."""
     # --8<-- [start:profile]
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities) as prof:
@@ -63,8 +67,9 @@ def profile_step(step, steps: int, cuda: bool) -> tuple[float, float]:
             torch.cuda.synchronize()
     kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
     busy_us = sum(e.time_range.elapsed_us() for e in kernels)
+    gemm_us = sum(e.time_range.elapsed_us() for e in kernels if any(g in e.name for g in GEMM_KERNELS))
     # --8<-- [end:profile]
-    return len(kernels) / steps, busy_us / steps
+    return len(kernels) / steps, busy_us / steps, gemm_us / steps
 
 
 def graphed(model, x):
@@ -83,9 +88,9 @@ def graphed(model, x):
     return graph
 
 
-def issue_us(step, repeats: int, cuda: bool) -> dict:
+def issue_us(step, repeats: int, cuda: bool) -> list[float]:
     """Host time for one call to return, starting from an idle GPU: the queue never fills, so
-    this is the time to issue the step's kernels, not to run them."""
+    this is the time to issue the step's kernels, not to run them. Samples, in us."""
     samples = []
     for _ in range(repeats):
         if cuda:
@@ -95,7 +100,7 @@ def issue_us(step, repeats: int, cuda: bool) -> dict:
         samples.append((time.perf_counter() - start) * 1e6)
         if cuda:
             torch.cuda.synchronize()
-    return summarize(samples, "us")
+    return samples
 
 
 def measure(small: bool = False) -> dict:
@@ -147,12 +152,20 @@ def measure(small: bool = False) -> dict:
                 for _ in range(3):
                     run(x)  # reduce-overhead: warm-up, then CUDA graph recording; outputs not kept
                 steps_by_mode[mode] = lambda run=run: run(x)
-            # Interleaved, round by round, so drift in the host's speed lands on every mode alike.
-            times = host_us_each({m: (f, torch.no_grad) for m, f in steps_by_mode.items()},
-                                 calls=calls, repeats=repeats, warmup=10)
-            for mode, step in steps_by_mode.items():
-                results[tokens][mode] = {"time_us": times[mode], "issue_us": issue_us(step, 2 * repeats, cuda),
-                                         **compiled_in.get(mode, {})}
+            # Interleaved, round by round, so drift in the host's speed lands on every mode alike;
+            # the speedup is taken within each round, then summarised over the rounds.
+            timed, issued = {m: [] for m in steps_by_mode}, {m: [] for m in steps_by_mode}
+            for round_ in range(repeats):
+                times = host_us_each({m: (f, torch.no_grad) for m, f in steps_by_mode.items()},
+                                     calls=calls, repeats=1, warmup=10 if round_ == 0 else 0)
+                for mode, step in steps_by_mode.items():
+                    timed[mode].append(times[mode]["median"])
+                    issued[mode] += issue_us(step, 2, cuda)
+            for mode in steps_by_mode:
+                results[tokens][mode] = {
+                    "time_us": summarize(timed[mode], "us"), "issue_us": summarize(issued[mode], "us"),
+                    "speedup": summarize([e / t for e, t in zip(timed["eager"], timed[mode])], "x"),
+                    **compiled_in.get(mode, {})}
             del steps_by_mode, run, x
             graph = None  # frees the captured graph and its memory pool
         torch._dynamo.reset()
@@ -161,8 +174,9 @@ def measure(small: bool = False) -> dict:
         profile_step(lambda: model(torch.randn(1, d, device=dev, dtype=dtype)), 1, cuda)  # start-up
         for tokens in token_counts:
             x = torch.randn(tokens, d, device=dev, dtype=dtype)
-            kernels, busy = zip(*(profile_step(lambda: model(x), steps, cuda) for _ in range(profiles)))
+            kernels, busy, gemm = zip(*(profile_step(lambda: model(x), steps, cuda) for _ in range(profiles)))
             results[tokens]["eager"]["gpu_busy_us"] = summarize(list(busy), "us")
+            results[tokens]["eager"]["gemm_busy_us"] = summarize(list(gemm), "us")
             results[tokens]["eager"]["kernels_per_step"] = round(max(kernels))
         # The compiled default mode's kernels (reduce-overhead replays the same ones in a graph).
         for tokens in token_counts:
@@ -170,16 +184,14 @@ def measure(small: bool = False) -> dict:
             torch._dynamo.reset()
             run = torch.compile(model, mode="default", dynamic=False)
             run(x)
-            kernels, busy = zip(*(profile_step(lambda: run(x), steps, cuda) for _ in range(profiles)))
+            kernels, busy, gemm = zip(*(profile_step(lambda: run(x), steps, cuda) for _ in range(profiles)))
             results[tokens]["default"]["gpu_busy_us"] = summarize(list(busy), "us")
+            results[tokens]["default"]["gemm_busy_us"] = summarize(list(gemm), "us")
             results[tokens]["default"]["kernels_per_step"] = round(max(kernels))
         torch._dynamo.reset()
 
     points = []
     for tokens in token_counts:
-        eager_us = results[tokens]["eager"]["time_us"]["median"]
-        for r in results[tokens].values():
-            r["speedup"] = eager_us / r["time_us"]["median"]
         points.append({
             "tokens": tokens,
             "flops": 2 * tokens * linear_weights,  # the matmuls; elementwise FLOPs are negligible
@@ -200,7 +212,7 @@ def report(r: dict) -> None:
     print("us per forward (speedup over eager; first call = compile, s)")
     print(f"{'tokens':>6} " + " ".join(f"{m[:24]:>24}" for m in r["modes"]))
     for p in r["points"]:
-        cells = [f"{s['time_us']['median']:7.1f} ({s['speedup']:4.2f}x"
+        cells = [f"{s['time_us']['median']:7.1f} ({s['speedup']['median']:4.2f}x"
                  + (f";{s['first_call_s']['median']:4.1f}s)" if "first_call_s" in s else ")")
                  for s in (p["modes"][m] for m in r["modes"])]
         print(f"{p['tokens']:>6} " + " ".join(f"{c:>24}" for c in cells))
