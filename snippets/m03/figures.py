@@ -4,6 +4,8 @@
 "methodology/ceilings" (copy bandwidth and bf16 GEMM rate, measured in the same build).
 The ceilings turn the snippet's FLOPs and bytes into floors; ``derived`` does that once.
 """
+import math
+
 import plotly.graph_objects as go
 
 LABELS = {
@@ -146,22 +148,32 @@ def speedup(results) -> go.Figure:
     for key, name, symbol in (("graphs", "predicted: host removed (GPU busy time of eager)", "diamond-open"),
                               ("fusion", "predicted: fusion only (default mode)", "square-open")):
         fig.add_trace(go.Scatter(
-            x=tokens, y=[r[f"predicted_{key}_speedup"] for r in rows], mode="lines+markers+text",
+            x=tokens, y=[r[f"predicted_{key}_speedup"] for r in rows], mode="lines+markers",
             line={"dash": "dash"}, marker={"symbol": symbol, "size": 9}, name=name,
-            text=[SHORT[r["binds"]] + " binds" if key == "graphs" else "" for r in rows],
-            textposition="top center",
             customdata=[[r["binds"], r[f"predicted_{key}_us"]] for r in rows],
             hovertemplate="%{x} tokens: predicted %{y:.2f}× (%{customdata[1]:.1f} µs); "
                           "eager binds on %{customdata[0]}<extra>" + name + "</extra>",
         ))
+    # the predicted binding overhead, as shaded spans of batch sizes
+    start = 0
+    for i in range(1, len(rows) + 1):
+        if i == len(rows) or rows[i]["binds"] != rows[start]["binds"]:
+            lo = tokens[start] / 2 if start == 0 else (tokens[start - 1] * tokens[start]) ** 0.5
+            hi = tokens[i - 1] * 2 if i == len(rows) else (tokens[i - 1] * tokens[i]) ** 0.5
+            fig.add_vrect(x0=lo, x1=hi, fillcolor="grey" if rows[start]["binds"] == "CPU overhead" else "orange",
+                          opacity=0.08, line_width=0)
+            # annotations on a log axis take log10 of the position
+            fig.add_annotation(x=math.log10((lo * hi) ** 0.5), y=1, yref="paper", yanchor="bottom",
+                               text=f"{SHORT[rows[start]['binds']]} binds", showarrow=False)
+            start = i
     fig.add_hline(y=1, line_dash="dot")
     # on a log axis an annotation's y is log10 of the value: 0 puts it on the eager line
-    fig.add_annotation(x=1, xref="paper", xanchor="right", y=0, yanchor="top", text="eager = 1×", showarrow=False)
+    fig.add_annotation(x=0, xref="paper", xanchor="left", y=0, yanchor="top", text="eager = 1×", showarrow=False)
     fig.update_xaxes(type="log", title_text="tokens per forward")
     fig.update_yaxes(type="log", title_text="speedup over eager (×, log scale)",
                      tickvals=[0.5, 0.7, 1, 1.5, 2, 3, 5, 7, 10], ticktext=["0.5", "0.7", "1", "1.5", "2", "3", "5", "7", "10"])
     fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.2}, hovermode="closest",
-                      height=520, margin={"l": 70, "r": 20, "t": 20, "b": 60})
+                      height=520, margin={"l": 70, "r": 20, "t": 30, "b": 60})
     return fig
 
 
@@ -174,7 +186,7 @@ def decomposition(results) -> go.Figure:
     fig = go.Figure()
     for name, key in (("GPU: matmul kernels (cuBLAS)", "gemm_busy_us"),
                       ("GPU: LayerNorm, GELU, add kernels", "other_busy_us"),
-                      ("GPU idle: waiting for the host", "idle_us")):
+                      ("GPU idle: waiting for the host, or between kernels", "idle_us")):
         fig.add_trace(go.Bar(x=x, y=[max(r[key], 0.0) for r in rows], name=name,
                              hovertemplate="%{x} tokens: %{y:.1f} µs<extra>" + name + "</extra>"))
     for name, key, symbol in ((f"compute reference: FLOPs at {d['gemm_TFLOPs']:.0f} TFLOP/s", "compute_floor_us", "triangle-up"),
@@ -185,9 +197,10 @@ def decomposition(results) -> go.Figure:
             hovertemplate="%{x} tokens: %{y:.1f} µs<extra>" + name + "</extra>"))
     fig.add_trace(go.Scatter(
         x=x, y=[r["eager_us"] * 1.08 for r in rows], mode="text", showlegend=False, hoverinfo="skip",
-        text=[SHORT[r["binds"]] + " binds" for r in rows], textposition="top center"))
+        text=[SHORT[r["binds"]] for r in rows], textposition="top center"))
     fig.update_xaxes(type="category", title_text="tokens per forward")
-    fig.update_yaxes(title_text="eager µs per forward (medians)", range=[0, max(r["eager_us"] for r in rows) * 1.2])
+    fig.update_yaxes(title_text="eager µs per forward (medians); label: what binds",
+                     range=[0, max(r["eager_us"] for r in rows) * 1.2])
     # The stack is eager's wall time: busy kernels plus the GPU's idle time, which is the host's.
     fig.update_layout(barmode="stack", legend={"orientation": "h", "yanchor": "top", "y": -0.2},
                       hovermode="closest", height=540, margin={"l": 70, "r": 20, "t": 20, "b": 60})
