@@ -34,15 +34,15 @@ def derived(results) -> dict:
     Made before compiling, from the eager profile and the ceilings measured in the same build.
     The host binds where the GPU is busy for less than GPU_BOUND_FRACTION of eager's wall time.
 
-    - host removed (a CUDA graph of the eager kernels): the forward takes the GPU busy time,
-      and no less than the floors;
+    - host removed (a CUDA graph of the eager kernels): the forward takes the GPU busy time;
     - fusion without graphs (default mode): pointwise ops fuse into a neighbouring pointwise or
       reduction kernel, and here the only such neighbours are a block's residual add and the
       next block's LayerNorm (BLOCKS - 1 pairs; the matmuls in between are cuBLAS calls).
       Where the host binds, its time scales with the ops it dispatches, OPS_PER_BLOCK per block,
       one fewer per pair; where the GPU binds, each pair saves one read of a tokens x width tensor.
 
-    The floors: the FLOPs at the GEMM reference rate, the fused minimum of bytes at copy bandwidth.
+    The floors, shown for reference and not used as bounds (the matmuls here can beat the GEMM
+    reference rate): the FLOPs at that rate, the fused minimum of bytes at copy bandwidth.
     """
     modes = results("m03/modes")
     ceilings = results("methodology/ceilings")
@@ -65,20 +65,19 @@ def derived(results) -> dict:
         eager_traffic_us = p["bytes_eager"] / bytes_per_us
         pointwise_bytes = blocks * (POINTWISE_ELEMENTS_PER_TOKEN * t * d + 2 * d) * elem  # LN, GELU, add
         fusion_saves_us = pairs * t * d * elem / bytes_per_us
-        floor_us = max(compute_floor_us, memory_floor_us)
         if busy_us < GPU_BOUND_FRACTION * eager_us:
             binds = "CPU overhead"      # the GPU idles, waiting for the host
         elif gemm_us > other_us:
             binds = "compute"           # most of the busy time is matrix multiplication
         else:
             binds = "memory traffic"
-        graphs_us = max(busy_us, floor_us)
+        graphs_us = busy_us
         if busy_us <= 0:  # no GPU profile (a CPU run): no prediction
             graphs_us = fusion_us = eager_us
         elif binds == "CPU overhead":
             fusion_us = max(eager_us * (ops - pairs) / ops, busy_us - fusion_saves_us)
         else:
-            fusion_us = max(eager_us - fusion_saves_us, floor_us)
+            fusion_us = eager_us - fusion_saves_us
         by_mode = p["modes"]
         rows.append({
             "tokens": t,
@@ -256,8 +255,6 @@ def ladder(results) -> dict:
             lines.append(f"{RUNGS[short]}: {rungs[short]['kernels']:.0f} kernels per forward; the first {len(first)}:")
             lines += [f"    {n}" for n in first]
     rounds = {short: data["rounds_us"][name] for short, name in RUNGS.items() if name in data["rounds_us"]}
-    issued = {short: data["issue_us_samples"][name] for short, name in RUNGS.items()
-              if name in data.get("issue_us_samples", {})}
     steps = {}
     if "graphed" in rungs:
         steps = {"eager_minus_dynamo_us": _paired(rounds["eager"], rounds["dynamo"]),
@@ -266,11 +263,15 @@ def ladder(results) -> dict:
                  "inductor_minus_eager_us": _paired(rounds["inductor"], rounds["eager"]),
                  "eager_minus_max_autotune_us": _paired(rounds["eager"], rounds["max_autotune"]),
                  "inductor_minus_max_autotune_us": _paired(rounds["inductor"], rounds["max_autotune"])}
-        if issued:
-            steps["reduce_overhead_wrapper_us"] = _paired(issued["reduce_overhead"], issued["graphed"])
         # steady-state call of reduce-overhead (host-bound) less the bare replay's host time
         steps["reduce_overhead_call_minus_replay_us"] = (rungs["reduce_overhead"]["host_us"]["median"]
                                                          - rungs["graphed"]["issue_us"]["median"])
+        # the replay's GPU side: its kernels' busy time plus the idle gaps at each kernel boundary
+        gaps = rungs["graphed"]["kernel_gap_us"]["median"] * (rungs["graphed"]["kernels"] - 1)
+        steps["graphed_gaps_total_us"] = gaps
+        steps["graphed_busy_plus_gaps_us"] = rungs["graphed"]["gpu_busy_us"] + gaps
+        # five kernels at the default mode's average host time per kernel
+        steps["five_default_kernels_us"] = 5 * rungs["inductor"]["host_us"]["median"] / rungs["inductor"]["kernels"]
         # what three of eager's op calls cost, at eager's average host time per op call
         steps["three_op_calls_us"] = 3 * rungs["eager"]["host_us"]["median"] / (OPS_PER_BLOCK * data["blocks"])
     return {**rungs, **steps, "kernel_table": "\n".join(lines)}
@@ -294,7 +295,7 @@ def host_ladder(results) -> go.Figure:
         marker={"symbol": "line-ns-open", "size": 22, "line": {"width": 3}},
         hovertemplate="%{y}: GPU busy %{x:.1f} µs<extra></extra>"))
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(title_text="µs at one token")
+    fig.update_xaxes(title_text="µs at one token", dtick=250)
     fig.update_layout(barmode="group", height=520, margin={"l": 300, "r": 20, "t": 20, "b": 60},
                       legend={"orientation": "h", "yanchor": "top", "y": -0.15})
     return fig
