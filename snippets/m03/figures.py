@@ -270,8 +270,14 @@ def ladder(results) -> dict:
         gaps = rungs["graphed"]["kernel_gap_us"]["median"] * (rungs["graphed"]["kernels"] - 1)
         steps["graphed_gaps_total_us"] = gaps
         steps["graphed_busy_plus_gaps_us"] = rungs["graphed"]["gpu_busy_us"] + gaps
-        # five kernels at the default mode's average host time per kernel
-        steps["five_default_kernels_us"] = 5 * rungs["inductor"]["host_us"]["median"] / rungs["inductor"]["kernels"]
+        # the kernels max-autotune launches fewer than the default mode, at the default mode's
+        # average host time per kernel; and how many of them were cuBLAS split-K reductions
+        fewer = rungs["inductor"]["kernels"] - rungs["max_autotune"]["kernels"]
+        steps["max_autotune_fewer_kernels"] = fewer
+        steps["max_autotune_fewer_kernels_us"] = fewer * rungs["inductor"]["host_us"]["median"] / rungs["inductor"]["kernels"]
+        steps["split_k_kernels_removed"] = sum("splitKreduce" in n for n in rungs["inductor"]["kernel_names"]) - sum(
+            "splitKreduce" in n for n in rungs["max_autotune"]["kernel_names"])
+        steps["eager_kernels_per_block"] = rungs["eager"]["kernels"] / data["blocks"]
         # what three of eager's op calls cost, at eager's average host time per op call
         steps["three_op_calls_us"] = 3 * rungs["eager"]["host_us"]["median"] / (OPS_PER_BLOCK * data["blocks"])
     return {**rungs, **steps, "kernel_table": "\n".join(lines)}
