@@ -110,8 +110,15 @@ def rate(time_us: dict, amount: float, unit: str) -> dict:
     The fast end of the times is the high end of the rate, so the percentiles swap.
     """
     per_s = {k: amount / (time_us[k] * 1e-6) for k in ("median", "p10", "p90", "min", "max")}
-    return {"median": per_s["median"], "p10": per_s["p90"], "p90": per_s["p10"],
-            "min": per_s["max"], "max": per_s["min"], "n": time_us["n"], "unit": unit}
+    return {
+        "median": per_s["median"],
+        "p10": per_s["p90"],
+        "p90": per_s["p10"],
+        "min": per_s["max"],
+        "max": per_s["min"],
+        "n": time_us["n"],
+        "unit": unit,
+    }
 
 
 def device_name() -> str:

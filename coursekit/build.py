@@ -50,11 +50,15 @@ def project_commit() -> str:
     if os.environ.get("COURSE_COMMIT"):
         return os.environ["COURSE_COMMIT"]
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                             cwd=store.ROOT, timeout=30)
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=store.ROOT, timeout=30)
         if out.returncode == 0:
-            dirty = subprocess.run(["git", "status", "--porcelain", "--", "snippets", "coursekit"],
-                                   capture_output=True, text=True, cwd=store.ROOT, timeout=30).stdout.strip()
+            dirty = subprocess.run(
+                ["git", "status", "--porcelain", "--", "snippets", "coursekit"],
+                capture_output=True,
+                text=True,
+                cwd=store.ROOT,
+                timeout=30,
+            ).stdout.strip()
             return out.stdout.strip() + ("+dirty" if dirty else "")
     except OSError:
         pass
@@ -72,16 +76,22 @@ def is_up_to_date(path: Path, result: Path) -> bool:
 
 def run_one(path: Path, out_json: Path, small: bool, timeout: float, log: Path) -> tuple[bool, str]:
     """Run one snippet in a fresh process group; (ok, one-line reason)."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join(
-        [str(store.ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    env = dict(
+        os.environ,
+        PYTHONUNBUFFERED="1",
+        PYTHONPATH=os.pathsep.join(
+            [str(store.ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        ),
+    )
     if small:
         env.setdefault("TRITON_INTERPRET", "1")
     else:
         env.pop("TRITON_INTERPRET", None)  # a GPU run must compile Triton kernels, not interpret them
     cmd = [sys.executable, "-m", "coursekit.runner", str(path), str(out_json)] + (["--small"] if small else [])
     with open(log, "w") as logf:
-        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env,
-                                cwd=store.ROOT, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, stdout=logf, stderr=subprocess.STDOUT, env=env, cwd=store.ROOT, start_new_session=True
+        )
         timed_out = False
         try:
             rc = proc.wait(timeout=timeout)
@@ -103,24 +113,39 @@ def run_one(path: Path, out_json: Path, small: bool, timeout: float, log: Path) 
     return True, ""
 
 
-def build(only: list[str], force: bool, cpu: bool, timeout: float, hardware: str | None,
-          snippets_dir: Path, results_dir: Path, small: bool | None = None) -> int:
+def build(
+    only: list[str],
+    force: bool,
+    cpu: bool,
+    timeout: float,
+    hardware: str | None,
+    snippets_dir: Path,
+    results_dir: Path,
+    small: bool | None = None,
+) -> int:
     gpu = None if cpu else detect_gpu()
     if not cpu and gpu is None:
-        print("error: no CUDA GPU found on this machine; GPU results need one "
-              "(pass --cpu for a CPU run at small sizes into build_results/cpu/)", file=sys.stderr)
+        print(
+            "error: no CUDA GPU found on this machine; GPU results need one "
+            "(pass --cpu for a CPU run at small sizes into build_results/cpu/)",
+            file=sys.stderr,
+        )
         return 2
     hardware = hardware or ("cpu" if cpu else hardware_slug(gpu))
     small = cpu if small is None else small
-    snippets = [p for p in store.snippet_files(snippets_dir)
-                if not only or any(store.snippet_key(p) == o or store.snippet_key(p).startswith(o + "/")
-                                   for o in only)]
+    snippets = [
+        p
+        for p in store.snippet_files(snippets_dir)
+        if not only or any(store.snippet_key(p) == o or store.snippet_key(p).startswith(o + "/") for o in only)
+    ]
     if not snippets:
         print(f"error: no snippet matches {only or 'anything'} under {snippets_dir}", file=sys.stderr)
         return 2
     commit = project_commit()
-    print(f"build_results: {len(snippets)} snippet(s) for {hardware} ({gpu or 'CPU, small sizes'}), "
-          f"commit {commit[:12]}", flush=True)
+    print(
+        f"build_results: {len(snippets)} snippet(s) for {hardware} ({gpu or 'CPU, small sizes'}), commit {commit[:12]}",
+        flush=True,
+    )
 
     rows, failed = [], []
     logs = Path(tempfile.mkdtemp(prefix="build_results_logs_"))
@@ -149,14 +174,22 @@ def build(only: list[str], force: bool, cpu: bool, timeout: float, hardware: str
             try:
                 child = json.loads(out_json.read_text())
                 prov = dict(child["provenance"])
-                prov.update(commit=commit, repetitions=child["data"].get("repetitions") if isinstance(child["data"], dict) else None)
+                prov.update(
+                    commit=commit,
+                    repetitions=child["data"].get("repetitions") if isinstance(child["data"], dict) else None,
+                )
                 if store.snippet_hash(path) != hash_before:
                     raise store.ResultError("the snippet or a module it imports changed while it ran")
                 doc = {
-                    "schema_version": store.SCHEMA_VERSION, "key": key,
-                    "snippet": str(path.relative_to(snippets_dir.parent)) if path.is_relative_to(snippets_dir.parent) else str(path),
-                    "snippet_hash": hash_before, "hardware": hardware,
-                    "provenance": prov, "data": child["data"],
+                    "schema_version": store.SCHEMA_VERSION,
+                    "key": key,
+                    "snippet": str(path.relative_to(snippets_dir.parent))
+                    if path.is_relative_to(snippets_dir.parent)
+                    else str(path),
+                    "snippet_hash": hash_before,
+                    "hardware": hardware,
+                    "provenance": prov,
+                    "data": child["data"],
                 }
                 store.write_atomic(target, doc)
             except (store.ResultError, json.JSONDecodeError, KeyError, TypeError, OSError, SyntaxError) as exc:
@@ -194,8 +227,15 @@ def main(argv=None) -> int:
     parser.add_argument("--snippets-dir", type=Path, default=store.SNIPPETS_DIR)
     parser.add_argument("--results-dir", type=Path, default=store.RESULTS_DIR)
     args = parser.parse_args(argv)
-    return build(args.only, args.force, args.cpu, args.timeout, args.hardware,
-                 args.snippets_dir.resolve(), args.results_dir.resolve())
+    return build(
+        args.only,
+        args.force,
+        args.cpu,
+        args.timeout,
+        args.hardware,
+        args.snippets_dir.resolve(),
+        args.results_dir.resolve(),
+    )
 
 
 if __name__ == "__main__":

@@ -56,8 +56,13 @@ class PlaceholderError(_BuildFailure):
 
 
 def _pages_containing(text: str, docs_dir: Path, snippets_dir: Path) -> str:
-    hits = [str(p) for d in (docs_dir, snippets_dir) if d.is_dir()
-            for p in sorted(d.rglob("*")) if p.suffix in (".md", ".py") and text in p.read_text(errors="replace")]
+    hits = [
+        str(p)
+        for d in (docs_dir, snippets_dir)
+        if d.is_dir()
+        for p in sorted(d.rglob("*"))
+        if p.suffix in (".md", ".py") and text in p.read_text(errors="replace")
+    ]
     return ", ".join(hits) or "an unknown page"
 
 
@@ -77,7 +82,7 @@ def _fmt(value, spec: str) -> str:
     if scale:
         factor = float(scale[2])
         value = value / factor if scale[1] == "/" else value * factor
-        spec = spec[scale.end():]
+        spec = spec[scale.end() :]
     if isinstance(value, float) and spec.endswith("d"):
         value = round(value)
     return format(value, spec)
@@ -124,8 +129,10 @@ class ResultsPreprocessor(Preprocessor):
         try:
             return store.lookup(key, field, self.hardware, self.results_dir)
         except KeyError:
-            if self.hardware == store.REFERENCE_HARDWARE or not store.result_path(
-                    key, store.REFERENCE_HARDWARE, self.results_dir).exists():
+            if (
+                self.hardware == store.REFERENCE_HARDWARE
+                or not store.result_path(key, store.REFERENCE_HARDWARE, self.results_dir).exists()
+            ):
                 raise
             if store.result_path(key, self.hardware, self.results_dir).exists():
                 raise  # the result exists here but lacks the field: that is an error, not a gap
@@ -152,16 +159,21 @@ class ResultsPreprocessor(Preprocessor):
         spread = ""
         try:
             if isinstance(node, dict) and "median" in node:
-                spread = (f"median of {node['n']}; 10th–90th percentile "
-                          f"{_fmt(node['p10'], fmt)}–{_fmt(node['p90'], fmt)} {node.get('unit', '')}; ")
+                spread = (
+                    f"median of {node['n']}; 10th–90th percentile "
+                    f"{_fmt(node['p10'], fmt)}–{_fmt(node['p90'], fmt)} {node.get('unit', '')}; "
+                )
                 node = node["median"]
             if isinstance(node, (dict, list)) or node is None:
                 self.fail(placeholder, f"{key}:{field} is a {type(node).__name__}, not a number or text")
             text = _fmt(node, fmt)
         except (ValueError, TypeError, ZeroDivisionError) as exc:
             self.fail(placeholder, f"format {fmt!r} does not apply to {key}:{field}: {exc}")
-        source = (f"computed by {doc['snippet']} from {', '.join(doc['derived_from'])}, measured"
-                  if "derived_from" in doc else f"measured by {doc['snippet']}")
+        source = (
+            f"computed by {doc['snippet']} from {', '.join(doc['derived_from'])}, measured"
+            if "derived_from" in doc
+            else f"measured by {doc['snippet']}"
+        )
         title = f"{spread}{source} on {_short_versions(doc['provenance'])}"
         css = "measured"
         if doc["hardware"] != self.hardware:
@@ -204,9 +216,14 @@ class ResultsPreprocessor(Preprocessor):
             stored_error = str(exc).strip("'\"")
             module_dir, func = key.split("/")
             figures = self.snippets_dir / module_dir / "figures.py"
-            if any(store.result_path(key, hw, self.results_dir).exists()
-                   for hw in (self.hardware, store.REFERENCE_HARDWARE)) or not figures.exists() \
-                    or not re.search(rf"^def {re.escape(func)}\(", figures.read_text(), re.M):
+            if (
+                any(
+                    store.result_path(key, hw, self.results_dir).exists()
+                    for hw in (self.hardware, store.REFERENCE_HARDWARE)
+                )
+                or not figures.exists()
+                or not re.search(rf"^def {re.escape(func)}\(", figures.read_text(), re.M)
+            ):
                 self.fail(placeholder, stored_error)
         computed, used, path = self.call_figures(key, placeholder)
         try:
@@ -217,8 +234,12 @@ class ResultsPreprocessor(Preprocessor):
             self.fail(placeholder, f"{path}:{func}() read no stored result, so it measured nothing")
         first = next(iter(used.values()))
         hardware = next((d["hardware"] for d in used.values() if d["hardware"] != self.hardware), self.hardware)
-        doc = {"snippet": f"snippets/{module_dir}/figures.py:{func}()", "hardware": hardware,
-               "provenance": first["provenance"], "derived_from": sorted(used)}
+        doc = {
+            "snippet": f"snippets/{module_dir}/figures.py:{func}()",
+            "hardware": hardware,
+            "provenance": first["provenance"],
+            "derived_from": sorted(used),
+        }
         return store.Lookup(value, doc, path)
 
     def figure(self, name: str, placeholder: str) -> str:
@@ -242,25 +263,36 @@ class ResultsPreprocessor(Preprocessor):
         found = self.find(m["key"], m["field"], placeholder)
         if not isinstance(found.value, str):
             self.fail(placeholder, f"{m['key']}:{m['field']} is not text")
-        return self.stash(f'<div class="measured-output"><pre><code>{html.escape(found.value)}</code></pre>'
-                          f'<p class="provenance-line">{self.provenance_line(m["key"], found.doc)}</p></div>')
+        return self.stash(
+            f'<div class="measured-output"><pre><code>{html.escape(found.value)}</code></pre>'
+            f'<p class="provenance-line">{self.provenance_line(m["key"], found.doc)}</p></div>'
+        )
 
     def provenance_line(self, key: str, doc: dict) -> str:
         prov = doc["provenance"]
         raw = _data_uri(json.dumps(doc, indent=1), "application/json")
         name = key.replace("/", "_")
-        note = (f'<strong>Not measured on {html.escape(self.hardware)}; reference data:</strong> '
-                if doc["hardware"] != self.hardware else "")
+        note = (
+            f"<strong>Not measured on {html.escape(self.hardware)}; reference data:</strong> "
+            if doc["hardware"] != self.hardware
+            else ""
+        )
         if "derived_from" in doc:
-            return (f'{note}Computed by <code>{html.escape(doc["snippet"])}</code> from '
-                    f'{html.escape(", ".join(doc["derived_from"]))}, measured on {html.escape(_short_versions(prov))}')
-        return (f'{note}Measured by <code>{html.escape(doc["snippet"])}</code> on {html.escape(_short_versions(prov))} '
-                f'(<a download="{name}.json" href="{raw}">raw data</a>)')
+            return (
+                f"{note}Computed by <code>{html.escape(doc['snippet'])}</code> from "
+                f"{html.escape(', '.join(doc['derived_from']))}, measured on {html.escape(_short_versions(prov))}"
+            )
+        return (
+            f"{note}Measured by <code>{html.escape(doc['snippet'])}</code> on {html.escape(_short_versions(prov))} "
+            f'(<a download="{name}.json" href="{raw}">raw data</a>)'
+        )
 
     def provenance(self, key: str, placeholder: str) -> str:
         doc = self.doc(key, placeholder)
         prov = doc["provenance"]
-        rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>" for k, v in sorted(prov.items()))
+        rows = "".join(
+            f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>" for k, v in sorted(prov.items())
+        )
         rows += f"<tr><td>snippet hash</td><td><code>{doc['snippet_hash'][:16]}</code></td></tr>"
         snippet = self.snippets_dir.parent / doc["snippet"]
         links = f'<a download="{key.replace("/", "_")}.json" href="{_data_uri(json.dumps(doc, indent=1), "application/json")}">raw data (JSON)</a>'
@@ -268,7 +300,7 @@ class ResultsPreprocessor(Preprocessor):
             links += f' · <a download="{snippet.name}" href="{_data_uri(snippet.read_text(), "text/x-python")}">the snippet ({snippet.name})</a>'
         return self.stash(
             f'<details class="provenance"><summary>Provenance of <code>{html.escape(key)}</code>: '
-            f'{html.escape(_short_versions(prov))}</summary><table>{rows}</table><p>{links}</p></details>'
+            f"{html.escape(_short_versions(prov))}</summary><table>{rows}</table><p>{links}</p></details>"
         )
 
     def _number(self, ref: str, placeholder: str) -> float:
@@ -293,17 +325,24 @@ class ResultsPreprocessor(Preprocessor):
         if holds:
             return ""
         if self.hardware == store.REFERENCE_HARDWARE:
-            self.fail(placeholder, f"the prose claims this, but the measurement gives {left:.4g} {op} {right:.4g}: "
-                                   f"re-read the paragraph against the new numbers")
-        return self.stash(f'<span class="claim-fails" title="{html.escape(body)}">[on {html.escape(self.hardware)} '
-                          f'the measurement does not bear out the claim next to this mark]</span>')
+            self.fail(
+                placeholder,
+                f"the prose claims this, but the measurement gives {left:.4g} {op} {right:.4g}: "
+                f"re-read the paragraph against the new numbers",
+            )
+        return self.stash(
+            f'<span class="claim-fails" title="{html.escape(body)}">[on {html.escape(self.hardware)} '
+            f"the measurement does not bear out the claim next to this mark]</span>"
+        )
 
     def cited(self, body: str, placeholder: str) -> str:
         if "|" not in body:
             self.fail(placeholder, "a cited figure needs its source: {{ cited VALUE | SOURCE }}")
         value, source = (s.strip() for s in body.split("|", 1))
-        return self.stash(f'<span class="cited" title="{html.escape("cited, not measured here: " + source)}">'
-                          f'{html.escape(value)}</span>')
+        return self.stash(
+            f'<span class="cited" title="{html.escape("cited, not measured here: " + source)}">'
+            f"{html.escape(value)}</span>"
+        )
 
     def hardware_sets(self) -> str:
         rows = []
@@ -318,13 +357,42 @@ class ResultsPreprocessor(Preprocessor):
             if ceil.exists():
                 c = store.load(ceil)["data"]
                 copy, gemm = f"{c['copy']['GBps']['median']:.0f}", f"{c['gemm']['TFLOPs']['median']:.0f}"
-            cells = [hw, prov["gpu"], prov["driver"], prov["cuda"], prov["torch"], prov["triton"],
-                     prov["python"], prov["cpu"], f"{dates[0]} to {dates[-1]}", str(len(docs)), copy, gemm]
+            cells = [
+                hw,
+                prov["gpu"],
+                prov["driver"],
+                prov["cuda"],
+                prov["torch"],
+                prov["triton"],
+                prov["python"],
+                prov["cpu"],
+                f"{dates[0]} to {dates[-1]}",
+                str(len(docs)),
+                copy,
+                gemm,
+            ]
             rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
-        head = ["folder", "GPU", "driver", "CUDA", "torch", "triton", "Python", "CPU", "measured",
-                "results", "copy GB/s", "bf16 GEMM TFLOP/s"]
-        return self.stash('<table class="hardware-sets"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head)
-                          + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+        head = [
+            "folder",
+            "GPU",
+            "driver",
+            "CUDA",
+            "torch",
+            "triton",
+            "Python",
+            "CPU",
+            "measured",
+            "results",
+            "copy GB/s",
+            "bf16 GEMM TFLOP/s",
+        ]
+        return self.stash(
+            '<table class="hardware-sets"><thead><tr>'
+            + "".join(f"<th>{h}</th>" for h in head)
+            + "</tr></thead><tbody>"
+            + "".join(rows)
+            + "</tbody></table>"
+        )
 
     def reading_time(self, pages: str, placeholder: str) -> str:
         """Minutes of prose in one page, or the sum over several; a stub reads "in preparation"."""
@@ -366,9 +434,12 @@ class ResultsPreprocessor(Preprocessor):
             return self.value(v, placeholder)
         # Nothing else uses {{ }} on this site, so anything else is a typo ({{ figures ... }},
         # {{ M02/... }}) and must not slip through as literal text. Write \{{ for a literal.
-        self.fail(placeholder, "not a placeholder this site knows: a value is {{ module/snippet:field | format }}; "
-                               "the other kinds are figure, provenance, output, cited, assert, hardware-sets, "
-                               "reading-time (write \\{{ for literal braces)")
+        self.fail(
+            placeholder,
+            "not a placeholder this site knows: a value is {{ module/snippet:field | format }}; "
+            "the other kinds are figure, provenance, output, cited, assert, hardware-sets, "
+            "reading-time (write \\{{ for literal braces)",
+        )
 
     def run(self, lines):
         fence = None  # the opening fence (character run) while inside a fenced block
@@ -377,8 +448,13 @@ class ResultsPreprocessor(Preprocessor):
             m = FENCE.match(line)
             if fence is None and m:
                 fence = m["fence"]
-            elif fence is not None and m and m["fence"][0] == fence[0] and len(m["fence"]) >= len(fence) \
-                    and not m["info"].strip():
+            elif (
+                fence is not None
+                and m
+                and m["fence"][0] == fence[0]
+                and len(m["fence"]) >= len(fence)
+                and not m["info"].strip()
+            ):
                 fence = None
             elif fence is None:
                 line = PLACEHOLDER.sub(self.fill, line)

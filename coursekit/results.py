@@ -34,8 +34,17 @@ REFERENCE_HARDWARE = "nvidia-h200"
 SCHEMA_VERSION = 1
 
 PROVENANCE_FIELDS = (
-    "gpu", "driver", "cuda", "torch", "triton", "python", "cpu",
-    "date", "commit", "repetitions", "duration_s",
+    "gpu",
+    "driver",
+    "cuda",
+    "torch",
+    "triton",
+    "python",
+    "cpu",
+    "date",
+    "commit",
+    "repetitions",
+    "duration_s",
 )
 # Project modules whose code changes what a snippet measures, so they are part of its hash.
 HASHED_PROJECT_MODULES = {"coursekit.bench": ROOT / "coursekit" / "bench.py"}
@@ -47,12 +56,10 @@ class ResultError(ValueError):
 
 # ---------------------------------------------------------------- snippets and hashes
 
+
 def snippet_files(snippets_dir: Path = SNIPPETS_DIR) -> list[Path]:
     """Every measured snippet: snippets/<module>/<name>.py, except figures.py and _private.py."""
-    return sorted(
-        p for p in Path(snippets_dir).glob("*/*.py")
-        if p.name != "figures.py" and not p.name.startswith("_")
-    )
+    return sorted(p for p in Path(snippets_dir).glob("*/*.py") if p.name != "figures.py" and not p.name.startswith("_"))
 
 
 def snippet_key(path: Path) -> str:
@@ -84,9 +91,13 @@ def _normalized_ast(source: str) -> str:
     tree = ast.parse(source)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
-                and isinstance(getattr(body[0], "value", None), ast.Constant)
-                and isinstance(body[0].value.value, str)):
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(getattr(body[0], "value", None), ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             node.body = body[1:] or [ast.Pass()]
     return _canonical(tree)
 
@@ -133,6 +144,7 @@ def snippet_hash(path: Path) -> str:
 
 
 # ---------------------------------------------------------------- validation
+
 
 def check_finite(value, where: str = "data") -> None:
     """Every number is finite and every key a string: what JSON and the site can use."""
@@ -205,6 +217,7 @@ def validate(doc, where: str = "result") -> None:
 
 # ---------------------------------------------------------------- reading and writing
 
+
 def result_path(key: str, hardware: str, results_dir: Path = RESULTS_DIR) -> Path:
     return Path(results_dir) / hardware / f"{key}.json"
 
@@ -246,6 +259,7 @@ def hardware_sets(results_dir: Path = RESULTS_DIR) -> list[str]:
 @dataclass
 class Lookup:
     """A value found in a result, with the document it came from."""
+
     value: object
     doc: dict
     path: Path

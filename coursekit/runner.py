@@ -36,7 +36,9 @@ def _driver() -> str:
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=30,
+            capture_output=True,
+            text=True,
+            timeout=30,
         )
         return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else "none"
     except (OSError, subprocess.TimeoutExpired):
@@ -48,6 +50,7 @@ def device_provenance() -> dict:
 
     try:
         import triton
+
         triton_version = triton.__version__
     except ImportError:
         triton_version = "not installed"
@@ -63,7 +66,7 @@ def device_provenance() -> dict:
         "cpu": _cpu_model(),
         "cpu_count": os.cpu_count(),
         "os_kernel": platform.release(),  # names the VM's kernel where there is one: host timings depend on it
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     if "jax" in sys.modules:
         prov["jax"] = sys.modules["jax"].__version__

@@ -1,4 +1,5 @@
 """The GPU build job's entry point; see coursekit/build.py (python scripts/build_results.py --help)."""
+
 import sys
 from pathlib import Path
 

@@ -9,6 +9,7 @@ covers are, at the git commit recorded in the result's provenance, the same synt
 the working tree — and only then stores the new hash, noting the migration in the provenance.
 The measured data are never touched. A result whose code did change is left stale, as it must be.
 """
+
 import argparse
 import datetime
 import subprocess
@@ -40,16 +41,20 @@ def main() -> int:
         commit = doc["provenance"]["commit"]
         files = [snippet] + store._local_imports(snippet, snippet.read_text())
         same = "+" not in commit and all(
-            (old := at_commit(commit, f)) is not None and store._normalized_ast(old) == store._normalized_ast(f.read_text())
-            for f in files)
+            (old := at_commit(commit, f)) is not None
+            and store._normalized_ast(old) == store._normalized_ast(f.read_text())
+            for f in files
+        )
         if not same:
             print(f"stale, left as is: {path.relative_to(store.ROOT)} (code changed since {commit[:12]})")
             status = 1
             continue
         print(f"re-keyed: {path.relative_to(store.ROOT)} (code identical to {commit[:12]})")
         if not args.dry_run:
-            doc["provenance"]["rehashed"] = (f"{datetime.date.today()}: snippet_hash recomputed by "
-                                             f"scripts/rehash_results.py; code identical to commit {commit[:12]}")
+            doc["provenance"]["rehashed"] = (
+                f"{datetime.date.today()}: snippet_hash recomputed by "
+                f"scripts/rehash_results.py; code identical to commit {commit[:12]}"
+            )
             doc["snippet_hash"] = current
             store.write_atomic(path, doc)
     return status

@@ -1,10 +1,11 @@
 """Shared fixtures: the repository root and one strict build of the site per test session."""
+
 import functools
 import http.server
 import os
-import threading
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -16,8 +17,7 @@ sys.path.insert(0, str(ROOT))
 
 def run_python(args, timeout=600, env_extra=None, cwd=ROOT):
     """Run a Python file or module in a fresh process, on the CPU, as a reader would."""
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONUNBUFFERED="1", CUDA_VISIBLE_DEVICES="",
-               PYTHONPATH=str(ROOT))
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONUNBUFFERED="1", CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(ROOT))
     env.update(env_extra or {})
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
 
@@ -46,8 +46,14 @@ def built_site(site_dir, site_server):
     site = site_dir
     env = dict(os.environ, SITE_URL=site_server, NO_MKDOCS_2_WARNING="1")
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=600, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+        env=env,
+    )
     seconds = time.perf_counter() - start
     assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stdout}\n{proc.stderr}"
     return site, seconds

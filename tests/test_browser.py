@@ -3,6 +3,7 @@ re-themes the figures, plotly.js loads only where needed, and the console stays 
 
 Needs Chromium (Debian's `chromium` package: .ci/run installs it). Without it the tests skip,
 saying so, unless CI is set, where a missing browser is a failure."""
+
 import os
 import shutil
 
@@ -28,9 +29,18 @@ def server(built_site, site_server):
 @pytest.fixture(scope="module")
 def browser():
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        b = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
         yield b
         b.close()
 
@@ -63,10 +73,13 @@ def figures_rendered(pg):
 
 
 def wait_for_figures(pg):
-    pg.wait_for_function("""() => {
+    pg.wait_for_function(
+        """() => {
         const plots = [...document.querySelectorAll('.course-plot')];
         return plots.length > 0 && plots.every(p => p.querySelector('.main-svg'));
-    }""", timeout=20000)
+    }""",
+        timeout=20000,
+    )
 
 
 def test_module_02_figures_render_without_errors(page, server):
@@ -99,7 +112,9 @@ def test_instant_navigation_then_dark_mode(page, server):
     page.evaluate("() => { window.__sameDocument = true; }")
     page.click(f'a[href$="{MODULE_02}"] >> nth=0')
     wait_for_figures(page)
-    assert page.evaluate("() => window.__sameDocument === true"), "navigation reloaded the page: instant navigation is off"
+    assert page.evaluate("() => window.__sameDocument === true"), (
+        "navigation reloaded the page: instant navigation is off"
+    )
     assert page.url.endswith(MODULE_02)
     before = page.evaluate("() => document.querySelector('.course-plot').getAttribute('data-rendered-scheme')")
     page.click("label.md-header__button[for^='__palette'] >> visible=true")
@@ -117,8 +132,11 @@ def test_instant_navigation_then_dark_mode(page, server):
 
 def test_every_page_loads_without_console_errors(page, server, built_site):
     site, _ = built_site
-    urls = sorted(str(p.parent.relative_to(site)) + "/" for p in site.rglob("index.html")
-                  if "404" not in str(p) and p.parent != site)
+    urls = sorted(
+        str(p.parent.relative_to(site)) + "/"
+        for p in site.rglob("index.html")
+        if "404" not in str(p) and p.parent != site
+    )
     assert len(urls) >= 20
     for url in [""] + urls:
         page.goto(server + url)

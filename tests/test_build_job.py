@@ -1,4 +1,5 @@
 """The GPU build job's behaviour on good and bad snippets, on a machine without a GPU."""
+
 import json
 import shutil
 import time
@@ -7,12 +8,12 @@ from conftest import ROOT, run_python
 
 from coursekit import results as store
 
-GOOD = '''
+GOOD = """
 from coursekit.bench import host_us
 
 def measure(small=False):
     return {"repetitions": 3, "t": host_us(lambda: sum(range(100)), calls=10, repeats=3, warmup=1)}
-'''
+"""
 RAISES = "def measure(small=False):\n    raise RuntimeError('snippet broke')\n"
 HANGS = "import time\n\ndef measure(small=False):\n    time.sleep(120)\n"
 GARBAGE = "def measure(small=False):\n    return {'repetitions': 1, 't': float('nan')}\n"
@@ -23,17 +24,23 @@ SYNTAX = "def measure(small=False):\n    return {\n"
 def make_tree(tmp_path):
     snippets = tmp_path / "snippets" / "mx"
     snippets.mkdir(parents=True)
-    for name, src in dict(good=GOOD, raises=RAISES, hangs=HANGS, garbage=GARBAGE, no_spread=NO_SPREAD,
-                          syntax=SYNTAX).items():
+    for name, src in dict(
+        good=GOOD, raises=RAISES, hangs=HANGS, garbage=GARBAGE, no_spread=NO_SPREAD, syntax=SYNTAX
+    ).items():
         (snippets / f"{name}.py").write_text(src)
     results = tmp_path / "build_results"
     # an existing, valid result for each failing snippet (from an older version of the code)
     existing = {}
     for name in ("raises", "hangs", "garbage", "no_spread", "syntax"):
-        doc = {"schema_version": 1, "key": f"mx/{name}", "snippet": f"snippets/mx/{name}.py",
-               "snippet_hash": "0" * 64, "hardware": "cpu",
-               "provenance": {f: "x" for f in store.PROVENANCE_FIELDS} | {"repetitions": 1},
-               "data": {"repetitions": 1, "t": {"median": 1.0, "p10": 1.0, "p90": 1.0, "n": 1}}}
+        doc = {
+            "schema_version": 1,
+            "key": f"mx/{name}",
+            "snippet": f"snippets/mx/{name}.py",
+            "snippet_hash": "0" * 64,
+            "hardware": "cpu",
+            "provenance": {f: "x" for f in store.PROVENANCE_FIELDS} | {"repetitions": 1},
+            "data": {"repetitions": 1, "t": {"median": 1.0, "p10": 1.0, "p90": 1.0, "n": 1}},
+        }
         path = store.result_path(f"mx/{name}", "cpu", results)
         store.write_atomic(path, doc)
         existing[path] = path.read_bytes()
@@ -41,8 +48,17 @@ def make_tree(tmp_path):
 
 
 def build(snippets, results, *extra, timeout=120):
-    return run_python([str(ROOT / "scripts" / "build_results.py"), "--snippets-dir", str(snippets),
-                       "--results-dir", str(results), *extra], timeout=timeout)
+    return run_python(
+        [
+            str(ROOT / "scripts" / "build_results.py"),
+            "--snippets-dir",
+            str(snippets),
+            "--results-dir",
+            str(results),
+            *extra,
+        ],
+        timeout=timeout,
+    )
 
 
 def test_failures_leave_results_untouched_and_are_named(tmp_path):
@@ -141,8 +157,10 @@ def test_hash_is_the_same_on_every_python_version():
 
     import pytest
 
-    code = ("import sys, glob; sys.path.insert(0, '.'); from coursekit import results as s; "
-            "print([s.snippet_hash(p) for p in sorted(glob.glob('snippets/*/*.py'))])")
+    code = (
+        "import sys, glob; sys.path.insert(0, '.'); from coursekit import results as s; "
+        "print([s.snippet_hash(p) for p in sorted(glob.glob('snippets/*/*.py'))])"
+    )
     here = str([store.snippet_hash(p) for p in sorted(glob.glob(str(ROOT / "snippets/*/*.py")))])
     compared = 0
     for cmd, env in other_pythons():
@@ -152,5 +170,7 @@ def test_hash_is_the_same_on_every_python_version():
         assert out.stdout.strip() == here, f"{cmd} {env.get('PYENV_VERSION', '')} computes different hashes"
         compared += 1
     if not compared:
-        pytest.skip("no second Python version runs here; the GPU machine's results (Python 3.12) "
-                    "are still compared with this one's hashes by tests/test_results.py")
+        pytest.skip(
+            "no second Python version runs here; the GPU machine's results (Python 3.12) "
+            "are still compared with this one's hashes by tests/test_results.py"
+        )

@@ -9,6 +9,7 @@ non-empty, and the included file must run as a script. Other blocks are written 
 run with `python file.py`. On a machine without a GPU, blocks marked
 `<!--pytest.mark.skipif(not cuda_available, reason="...")-->` skip with that reason.
 """
+
 import io
 import re
 
@@ -60,8 +61,10 @@ BLOCKS = collect()
 
 
 def test_collector_sees_titled_blocks_and_gpu_markers():
-    text = ('```python title="a.py"\nprint(1)\n```\n\n```py\nprint(2)\n```\n\n```text\nnot code\n```\n\n'
-            '<!--pytest.mark.skipif(not cuda_available, reason="needs a CUDA GPU")-->\n```python\nprint(3)\n```\n')
+    text = (
+        '```python title="a.py"\nprint(1)\n```\n\n```py\nprint(2)\n```\n\n```text\nnot code\n```\n\n'
+        '<!--pytest.mark.skipif(not cuda_available, reason="needs a CUDA GPU")-->\n```python\nprint(3)\n```\n'
+    )
     params = blocks_of(text, "t")
     assert [p.values[0].code.strip() for p in params] == ["print(1)", "print(2)", "print(3)"]
     (mark,) = params[2].marks
@@ -87,7 +90,8 @@ def test_code_block_runs(block, tmp_path):
             assert proc.returncode == 0, f"{path} failed:\n{proc.stderr[-3000:]}"
             if block.expected_output is not None:
                 assert proc.stdout.strip() == block.expected_output.strip(), (
-                    f"{path} printed something other than the page shows:\n{proc.stdout}")
+                    f"{path} printed something other than the page shows:\n{proc.stdout}"
+                )
         return
     assert not any(includes), "a block mixes includes with inline code; keep them apart"
     script = tmp_path / "block.py"

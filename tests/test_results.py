@@ -1,4 +1,5 @@
 """Every stored result is complete, valid and measured from the snippet as it stands now."""
+
 import pytest
 from conftest import ROOT
 
@@ -17,7 +18,9 @@ def test_result_validates_with_full_provenance(path):
     assert prov["repetitions"] == doc["data"]["repetitions"]
     assert len(prov["commit"].split("+")[0]) == 40, f"{path}: provenance.commit is not a git commit"
     if doc["hardware"] != "cpu":
-        assert prov["gpu"] != "none (CPU run)" and prov["driver"] != "none", f"{path}: GPU result measured without a GPU"
+        assert prov["gpu"] != "none (CPU run)" and prov["driver"] != "none", (
+            f"{path}: GPU result measured without a GPU"
+        )
 
 
 @pytest.mark.parametrize("path", RESULT_FILES, ids=lambda p: str(p.relative_to(ROOT)))
@@ -27,12 +30,15 @@ def test_result_is_not_stale(path):
     assert snippet.exists(), f"{path}: its snippet {doc['snippet']} no longer exists; delete the result"
     assert doc["snippet_hash"] == store.snippet_hash(snippet), (
         f"{doc['snippet']} changed since {path.relative_to(ROOT)} was measured: re-measure it on the GPU with "
-        f"`python scripts/build_results.py --only {doc['key']}`")
+        f"`python scripts/build_results.py --only {doc['key']}`"
+    )
 
 
 PENDING = dict(
-    line.split(None, 1) for line in (ROOT / "build_results" / "pending.txt").read_text().splitlines()
-    if line.strip() and not line.startswith("#"))
+    line.split(None, 1)
+    for line in (ROOT / "build_results" / "pending.txt").read_text().splitlines()
+    if line.strip() and not line.startswith("#")
+)
 
 
 @pytest.mark.parametrize("snippet", SNIPPETS, ids=store.snippet_key)
@@ -42,17 +48,21 @@ def test_every_snippet_has_a_reference_result(snippet):
     if key in PENDING:
         assert not path.exists(), f"{key} has been measured: delete its line in build_results/pending.txt"
         pytest.skip(f"{key} is pending measurement: {PENDING[key].strip()}")
-    assert path.exists(), (f"{snippet.relative_to(ROOT)} has no result for {store.REFERENCE_HARDWARE}: "
-                           f"run `python scripts/build_results.py --only {store.snippet_key(snippet)}` on the GPU")
+    assert path.exists(), (
+        f"{snippet.relative_to(ROOT)} has no result for {store.REFERENCE_HARDWARE}: "
+        f"run `python scripts/build_results.py --only {store.snippet_key(snippet)}` on the GPU"
+    )
 
 
 def test_validation_rejects_what_it_should():
     good = store.load(ROOT / "build_results" / store.REFERENCE_HARDWARE / "methodology" / "ceilings.json")
-    for breaks in (lambda d: d["data"].update(repetitions=0),
-                   lambda d: d["data"]["copy"]["time_us"].update(median=float("inf")),
-                   lambda d: d["data"]["copy"]["time_us"].update(p10=1e9),
-                   lambda d: d["provenance"].pop("commit"),
-                   lambda d: d.update(schema_version=0)):
+    for breaks in (
+        lambda d: d["data"].update(repetitions=0),
+        lambda d: d["data"]["copy"]["time_us"].update(median=float("inf")),
+        lambda d: d["data"]["copy"]["time_us"].update(p10=1e9),
+        lambda d: d["provenance"].pop("commit"),
+        lambda d: d.update(schema_version=0),
+    ):
         doc = __import__("copy").deepcopy(good)
         breaks(doc)
         with pytest.raises(store.ResultError):

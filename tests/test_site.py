@@ -1,4 +1,5 @@
 """The site builds strictly, fast, offline, with every placeholder filled, and fails loudly when one cannot be."""
+
 import json
 import re
 import shutil
@@ -40,8 +41,11 @@ def test_site_is_offline(built_site):
     site, _ = built_site
     for page in site.rglob("*.html"):
         text = page.read_text()
-        external = [u for u in re.findall(r'<(?:script|link|img)[^>]+(?:src|href)="(https?://[^"]+)"', text)
-                    if not u.startswith(("http://127.0.0.1", "http://localhost"))]
+        external = [
+            u
+            for u in re.findall(r'<(?:script|link|img)[^>]+(?:src|href)="(https?://[^"]+)"', text)
+            if not u.startswith(("http://127.0.0.1", "http://localhost"))
+        ]
         assert not external, f"{page.relative_to(site)} loads {external} from the network"
         assert "fonts.googleapis" not in text
 
@@ -61,8 +65,9 @@ def test_figure_pages_are_small(built_site):
 
 
 def convert(text, hardware="nvidia-h200"):
-    md = markdown.Markdown(extensions=["coursekit.mdext"],
-                           extension_configs={"coursekit.mdext": {"hardware": hardware}})
+    md = markdown.Markdown(
+        extensions=["coursekit.mdext"], extension_configs={"coursekit.mdext": {"hardware": hardware}}
+    )
     return md.convert(text)
 
 
@@ -73,12 +78,15 @@ def test_value_placeholder_renders_median_with_provenance():
     assert 'class="measured"' in html and "NVIDIA H200" in html and "10th–90th" in html
 
 
-@pytest.mark.parametrize("text, named", [
-    ("{{ methodology/ceilings:copy.nope | .1f }}", "copy.nope"),
-    ("{{ m99/nothing:x }}", "m99/nothing"),
-    ("{{ figure m02/no_such_figure }}", "no_such_figure"),
-    ("{{ cited 3 TB/s }}", "source"),
-])
+@pytest.mark.parametrize(
+    "text, named",
+    [
+        ("{{ methodology/ceilings:copy.nope | .1f }}", "copy.nope"),
+        ("{{ m99/nothing:x }}", "m99/nothing"),
+        ("{{ figure m02/no_such_figure }}", "no_such_figure"),
+        ("{{ cited 3 TB/s }}", "source"),
+    ],
+)
 def test_missing_values_fail_naming_the_key(text, named):
     with pytest.raises(PlaceholderError, match=re.escape(named)):
         convert(text)
@@ -87,12 +95,14 @@ def test_missing_values_fail_naming_the_key(text, named):
 def test_computed_values_come_from_figures_functions_and_say_so():
     """{{ m03/derived:... }}: no stored result of that name, so figures.py's derived() computes it."""
     import importlib.util
+
     spec = importlib.util.spec_from_file_location("m03_figures", ROOT / "snippets" / "m03" / "figures.py")
     figures = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(figures)
 
     def results(key):
         return json.loads((ROOT / "build_results" / "nvidia-h200" / f"{key}.json").read_text())["data"]
+
     expected = figures.derived(results)["by_tokens"]["1"]["predicted_graphs_speedup"]
     html = convert("{{ m03/derived:by_tokens.1.predicted_graphs_speedup | .2f }}")
     assert f">{expected:.2f}<" in html
@@ -114,8 +124,13 @@ def test_missing_key_fails_mkdocs_build_naming_page_and_key(tmp_path):
     shutil.copytree(ROOT, work, ignore=shutil.ignore_patterns(".git", "site", "*.egg-info", "__pycache__", ".venv"))
     page = work / "docs" / "part-j" / "02-eager-per-op.md"
     page.write_text(page.read_text() + "\n\nBroken: {{ m02/crossover:no_such_field | .1f }}\n")
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "s")],
-                          capture_output=True, text=True, cwd=work, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "s")],
+        capture_output=True,
+        text=True,
+        cwd=work,
+        timeout=300,
+    )
     assert proc.returncode != 0
     err = proc.stdout + proc.stderr
     assert "docs/part-j/02-eager-per-op.md" in err and "no_such_field" in err, err[-2000:]
@@ -130,8 +145,10 @@ def test_another_hardware_falls_back_to_reference_numbers_visibly(tmp_path):
     doc["provenance"]["gpu"] = "Other GPU"
     (results / "other-gpu" / "methodology").mkdir(parents=True)
     (results / "other-gpu" / "methodology" / "ceilings.json").write_text(json.dumps(doc))
-    md = markdown.Markdown(extensions=["coursekit.mdext"], extension_configs={"coursekit.mdext": {
-        "hardware": "other-gpu", "results_dir": str(results)}})
+    md = markdown.Markdown(
+        extensions=["coursekit.mdext"],
+        extension_configs={"coursekit.mdext": {"hardware": "other-gpu", "results_dir": str(results)}},
+    )
     html = md.convert("{{ methodology/ceilings:copy.GBps | .0f }} and {{ m02/crossover:floor_us | .1f }}")
     own, borrowed = re.findall(r'<span class="([^"]+)" title="([^"]+)"', html)
     assert own[0] == "measured" and "Other GPU" in own[1]
@@ -139,9 +156,11 @@ def test_another_hardware_falls_back_to_reference_numbers_visibly(tmp_path):
 
 
 def test_other_placeholders_render():
-    html = convert("{{ cited 4.8 TB/s | NVIDIA H200 product brief }}\n\n{{ provenance methodology/ceilings }}\n\n"
-                   "{{ output m02/profile_breakdown:table }}\n\n{{ reading-time part-j/02-eager-per-op.md }}, "
-                   "{{ reading-time part-k/04-dynamo.md }}\n\n{{ hardware-sets }}")
+    html = convert(
+        "{{ cited 4.8 TB/s | NVIDIA H200 product brief }}\n\n{{ provenance methodology/ceilings }}\n\n"
+        "{{ output m02/profile_breakdown:table }}\n\n{{ reading-time part-j/02-eager-per-op.md }}, "
+        "{{ reading-time part-k/04-dynamo.md }}\n\n{{ hardware-sets }}"
+    )
     assert 'class="cited"' in html and "NVIDIA H200 product brief" in html
     assert '<details class="provenance">' in html and "data:application/json;base64," in html
     assert "data:text/x-python;base64," in html  # the snippet itself, downloadable
@@ -160,8 +179,10 @@ def test_landing_page_lists_five_parts_and_fourteen_modules(built_site):
 
 
 def test_placeholders_respect_fences_escapes_and_typos():
-    text = ("\\{{ m02/x:y }} shown literally\n\n```python\nprint(f\"{{ m02/nothing }}\")\n~~~\n{{ still code }}\n```\n\n"
-            "{{ methodology/ceilings:copy.GBps | .0f }}")
+    text = (
+        '\\{{ m02/x:y }} shown literally\n\n```python\nprint(f"{{ m02/nothing }}")\n~~~\n{{ still code }}\n```\n\n'
+        "{{ methodology/ceilings:copy.GBps | .0f }}"
+    )
     html = convert(text)
     assert "{{ m02/x:y }} shown literally" in html and 'class="measured"' in html
     for typo in ("{{ figures m02/crossover }}", "{{ M02/crossover:floor_us }}", "{{ provenence m02/crossover }}"):

@@ -1,4 +1,5 @@
 """Every snippet runs as a reader runs it (`python file.py`) and returns valid data, on a CPU at small sizes."""
+
 import json
 
 import pytest
@@ -10,11 +11,12 @@ MEASURED = store.snippet_files()
 SCRIPTS = sorted(p for p in (ROOT / "snippets").glob("*/*.py"))  # measured snippets, demos, figures modules
 
 
-@pytest.mark.parametrize("path", [p for p in SCRIPTS if p.name != "figures.py"],
-                         ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("path", [p for p in SCRIPTS if p.name != "figures.py"], ids=lambda p: str(p.relative_to(ROOT)))
 def test_snippet_runs_as_a_script(path):
     proc = run_script_once(path)
-    assert proc.returncode == 0, f"python {path.relative_to(ROOT)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    assert proc.returncode == 0, (
+        f"python {path.relative_to(ROOT)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    )
     assert proc.stdout.strip(), f"{path.relative_to(ROOT)} printed nothing"
 
 

@@ -4,6 +4,7 @@ jax.jit runs the Python function once with tracers (abstract values: shape and d
 and records the operations; eager PyTorch runs the same Python on real numbers, every call.
 Runs on a CPU in a few seconds: python _tracing_demo.py
 """
+
 import jax
 import jax.numpy as jnp
 import torch

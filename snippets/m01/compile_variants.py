@@ -1,15 +1,16 @@
 """Why is torch.compile's default mode slower than eager on module 01's small training step?
 The same step with only the model compiled, only the optimizer compiled, both, and both with
 CUDA graphs (mode="reduce-overhead"): steady time per step and device kernels per step."""
+
 import contextlib
 
 import torch
 import torch.nn.functional as F
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
+from train_step import LR, torch_mlp  # the same model and learning rate as train_step.py
 
 from coursekit.bench import device_name, host_us_each
-from train_step import LR, torch_mlp  # the same model and learning rate as train_step.py
 
 
 # --8<-- [start:variants]
@@ -23,6 +24,7 @@ def make_step(model, compile_model: str | None, compile_optimizer: bool):
         F.mse_loss(forward(x), y).backward()
         update()
         opt.zero_grad()
+
     return step
 
 
@@ -58,21 +60,34 @@ def measure(small: bool = False) -> dict:
             step(x, y)
             if cuda:
                 torch.cuda.synchronize()
+
         for _ in range(5):
             run()  # compile, and for reduce-overhead, record the CUDA graphs
         runs[name] = run
-    step_us = host_us_each({n: (r, contextlib.nullcontext) for n, r in runs.items()},
-                           calls=calls, repeats=repeats, warmup=max(3, calls // 4))
+    step_us = host_us_each(
+        {n: (r, contextlib.nullcontext) for n, r in runs.items()},
+        calls=calls,
+        repeats=repeats,
+        warmup=max(3, calls // 4),
+    )
     # Profile last: once the profiler has run, launches in this process stay slower.
     kernels = {n: kernels_per_step(r, 5 if small else 20, cuda) for n, r in runs.items()}
-    return {"repetitions": repeats, "hidden": hidden, "batch": batch, "dtype": str(dtype)[6:],
-            "step_us": step_us, "kernels_per_step": kernels,
-            "notes": [] if cuda else ["reduce-overhead skipped: it needs CUDA; no device kernels on a CPU"]}
+    return {
+        "repetitions": repeats,
+        "hidden": hidden,
+        "batch": batch,
+        "dtype": str(dtype)[6:],
+        "step_us": step_us,
+        "kernels_per_step": kernels,
+        "notes": [] if cuda else ["reduce-overhead skipped: it needs CUDA; no device kernels on a CPU"],
+    }
 
 
 if __name__ == "__main__":
     r = measure(small=not torch.cuda.is_available())
     print(f"training step, hidden {r['hidden']}, batch {r['batch']}, {r['dtype']}, on {device_name()}")
     for name, s in r["step_us"].items():
-        print(f"  {name:<22} {s['median']:9.1f} us/step (p10 {s['p10']:.1f}, p90 {s['p90']:.1f})"
-              f"  {r['kernels_per_step'][name]:5.1f} kernels/step")
+        print(
+            f"  {name:<22} {s['median']:9.1f} us/step (p10 {s['p10']:.1f}, p90 {s['p90']:.1f})"
+            f"  {r['kernels_per_step'][name]:5.1f} kernels/step"
+        )

@@ -1,4 +1,5 @@
 """Figures for module 01, drawn at site-build time from build_results/ (plotly only, no torch)."""
+
 import math
 
 import plotly.graph_objects as go
@@ -21,8 +22,7 @@ def train_step(results):
     """Cumulative wall time against the number of training steps: first call + (k-1) × steady step."""
     d = results("m01/train_step")
     configs = _configs(d)
-    fig = make_subplots(rows=1, cols=len(configs), subplot_titles=[_title(c) for c in configs],
-                        horizontal_spacing=0.12)
+    fig = make_subplots(rows=1, cols=len(configs), subplot_titles=[_title(c) for c in configs], horizontal_spacing=0.12)
     for col, c in enumerate(configs, start=1):
         vs = c["variants"]
         paid = [v["steps_to_amortise"] for v in vs.values() if v.get("amortises")]
@@ -31,22 +31,43 @@ def train_step(results):
         for name, v in vs.items():
             step_s = v["step_us"]["median"] * 1e-6
             fig.add_scatter(
-                x=ks, y=[v["first_call_s"] + (k - 1) * step_s for k in ks], mode="lines", row=1, col=col,
-                name=VARIANTS[name], legendgroup=name, showlegend=col == 1, line=dict(dash=DASH[name], color=COLOR[name]),
-                hovertemplate=(f"{VARIANTS[name]}: first call {v['first_call_s']:.3g} s, "
-                               f"then {v['step_us']['median']:.4g} µs per step<br>"
-                               "%{x:,} steps: %{y:.3g} s<extra></extra>"))
+                x=ks,
+                y=[v["first_call_s"] + (k - 1) * step_s for k in ks],
+                mode="lines",
+                row=1,
+                col=col,
+                name=VARIANTS[name],
+                legendgroup=name,
+                showlegend=col == 1,
+                line=dict(dash=DASH[name], color=COLOR[name]),
+                hovertemplate=(
+                    f"{VARIANTS[name]}: first call {v['first_call_s']:.3g} s, "
+                    f"then {v['step_us']['median']:.4g} µs per step<br>"
+                    "%{x:,} steps: %{y:.3g} s<extra></extra>"
+                ),
+            )
             if v.get("amortises"):
                 k = v["steps_to_amortise"]
                 fig.add_scatter(
-                    x=[k], y=[v["first_call_s"] + (k - 1) * step_s], mode="markers", row=1, col=col,
-                    marker=dict(size=10, symbol="circle-open", color=COLOR[name]), legendgroup=name, showlegend=False,
-                    hovertemplate=f"{VARIANTS[name]} overtakes eager after %{{x:,.0f}} steps<extra></extra>")
+                    x=[k],
+                    y=[v["first_call_s"] + (k - 1) * step_s],
+                    mode="markers",
+                    row=1,
+                    col=col,
+                    marker=dict(size=10, symbol="circle-open", color=COLOR[name]),
+                    legendgroup=name,
+                    showlegend=False,
+                    hovertemplate=f"{VARIANTS[name]} overtakes eager after %{{x:,.0f}} steps<extra></extra>",
+                )
         fig.update_xaxes(type="log", title_text="training steps run", row=1, col=col)
         fig.update_yaxes(type="log", row=1, col=col)
     fig.update_yaxes(title_text="cumulative wall time, seconds (first call + steady steps)", row=1, col=1)
-    fig.update_layout(height=460, margin=dict(l=70, r=20, t=40, b=60), legend=dict(orientation="h", x=0, y=-0.2, yanchor="top"),
-                      hovermode="closest")
+    fig.update_layout(
+        height=460,
+        margin=dict(l=70, r=20, t=40, b=60),
+        legend=dict(orientation="h", x=0, y=-0.2, yanchor="top"),
+        hovermode="closest",
+    )
     return fig
 
 
@@ -65,10 +86,19 @@ def train_step_time(results):
             ys.append(s["median"])
             up.append(s["p90"] - s["median"])
             down.append(s["median"] - s["p10"])
-            hover.append(f"{label}: {s['median']:.4g} µs per step (p10 {s['p10']:.4g}, p90 {s['p90']:.4g})<br>"
-                         f"{tf:.3g} TFLOP/s = {tf / peak:.1%} of the {gemm['dtype']} GEMM ceiling ({peak:.4g})")
-        fig.add_bar(x=xs, y=ys, name=label, hovertext=hover, hoverinfo="text", marker_color=COLOR[name],
-                    error_y=dict(type="data", symmetric=False, array=up, arrayminus=down))
+            hover.append(
+                f"{label}: {s['median']:.4g} µs per step (p10 {s['p10']:.4g}, p90 {s['p90']:.4g})<br>"
+                f"{tf:.3g} TFLOP/s = {tf / peak:.1%} of the {gemm['dtype']} GEMM ceiling ({peak:.4g})"
+            )
+        fig.add_bar(
+            x=xs,
+            y=ys,
+            name=label,
+            hovertext=hover,
+            hoverinfo="text",
+            marker_color=COLOR[name],
+            error_y=dict(type="data", symmetric=False, array=up, arrayminus=down),
+        )
     fig.update_yaxes(type="log", title="µs per training step (bars: 10th–90th pct.)")
     fig.update_xaxes(title=f"4-layer MLP, {d['dtype']}, SGD")
     fig.update_layout(barmode="group", height=420, margin=dict(l=70, r=20, t=20, b=60))

@@ -1,5 +1,6 @@
 """One small training step three ways (PyTorch eager, torch.compile, jax.jit): the first call with its
 compile, the steady time per step, and the number of steps after which the compile has paid for itself."""
+
 import contextlib
 import os
 import time
@@ -37,7 +38,10 @@ def make_torch_step(model, compiled: bool):
         update()
         opt.zero_grad()
         return loss
+
     return step
+
+
 # --8<-- [end:torch_step]
 
 
@@ -65,10 +69,12 @@ def runners(hidden: int, batch: int, dev: str, dtype, jax_dev) -> dict:
 
     def torch_runner(compiled: bool):
         step = make_torch_step(torch_mlp(hidden, dev, dtype), compiled)  # compiles on its first call
+
         def run():
             step(x, y)
             if dev == "cuda":
                 torch.cuda.synchronize()  # wait for the whole step, the optimizer's update included
+
         return run
 
     def jax_runner():
@@ -76,10 +82,12 @@ def runners(hidden: int, batch: int, dev: str, dtype, jax_dev) -> dict:
         to_jax = lambda t: jax.device_put(jnp.asarray(t.detach().float().cpu().numpy(), str(dtype)[6:]), jax_dev)
         linears = [m for m in torch_mlp(hidden, dev, dtype) if isinstance(m, torch.nn.Linear)]
         params, jx, jy = [(to_jax(m.weight.T), to_jax(m.bias)) for m in linears], to_jax(x), to_jax(y)
+
         def run():
             nonlocal params
             params, _ = jax_step(params, jx, jy)
             jax.block_until_ready(params)  # JAX dispatches asynchronously: wait for the update
+
         return run
 
     return {"eager": torch_runner(False), "torch_compile": torch_runner(True), "jax_jit": jax_runner()}
@@ -96,8 +104,11 @@ def measure(small: bool = False) -> dict:
     jax_dev = jax.devices("gpu" if dev == "cuda" else "cpu")[0]  # the same kind of device as torch
     dtype = torch.bfloat16 if dev == "cuda" else torch.float32
     # name: (hidden, batch, steps per timed repetition); small_mlp is overhead-bound, large_mlp GEMM-bound
-    sizes = ({"small_mlp": (64, 16, 20), "large_mlp": (256, 64, 5)} if small else
-             {"small_mlp": (1024, 256, 200), "large_mlp": (4096, 4096, 20)})
+    sizes = (
+        {"small_mlp": (64, 16, 20), "large_mlp": (256, 64, 5)}
+        if small
+        else {"small_mlp": (1024, 256, 200), "large_mlp": (4096, 4096, 20)}
+    )
     repeats = 5 if small else 20
     # Initialise CUDA, cuBLAS and JAX's backend before any timing, so no variant's first call pays for it.
     (torch.randn(64, 64, device=dev, requires_grad=True) @ torch.randn(64, 64, device=dev)).sum().backward()
@@ -115,10 +126,20 @@ def measure(small: bool = False) -> dict:
             # Steady time per step, the variants interleaved round by round so host drift hits all alike.
             # A step waits for the device each time: a training step is host work (Python, dispatch,
             # launches) plus device work, and neither hides behind the next step's.
-            step_us = host_us_each({variant: (run, contextlib.nullcontext) for variant, run in runs.items()},
-                                   calls=calls, repeats=repeats, warmup=max(3, calls // 4))
-            variants = {variant: {"first_call_s": first_s[variant], "step_us": step_us[variant],
-                                  "TFLOPs": rate(step_us[variant], flops / 1e12, "TFLOP/s")} for variant in runs}
+            step_us = host_us_each(
+                {variant: (run, contextlib.nullcontext) for variant, run in runs.items()},
+                calls=calls,
+                repeats=repeats,
+                warmup=max(3, calls // 4),
+            )
+            variants = {
+                variant: {
+                    "first_call_s": first_s[variant],
+                    "step_us": step_us[variant],
+                    "TFLOPs": rate(step_us[variant], flops / 1e12, "TFLOP/s"),
+                }
+                for variant in runs
+            }
             # Like a second run of the program: compiled code forgotten, Inductor's caches kept.
             torch._dynamo.reset()
             rerun = runners(hidden, batch, dev, dtype, jax_dev)["torch_compile"]
@@ -130,10 +151,22 @@ def measure(small: bool = False) -> dict:
                 v["amortises"] = saved_s > 0
                 extra_s = v["first_call_s"] - eager["first_call_s"]
                 v["steps_to_amortise"] = max(1.0, 1 + extra_s / saved_s) if saved_s > 0 else -1
-            configs[name] = {"hidden": hidden, "layers": LAYERS, "batch": batch, "params": params,
-                             "flops_per_step": flops, "variants": variants}
-    return {"repetitions": repeats, "device": dev, "jax_device": jax_dev.platform, "dtype": str(dtype)[6:],
-            "flops_formula": "6 * params * batch", "configs": configs}
+            configs[name] = {
+                "hidden": hidden,
+                "layers": LAYERS,
+                "batch": batch,
+                "params": params,
+                "flops_per_step": flops,
+                "variants": variants,
+            }
+    return {
+        "repetitions": repeats,
+        "device": dev,
+        "jax_device": jax_dev.platform,
+        "dtype": str(dtype)[6:],
+        "flops_formula": "6 * params * batch",
+        "configs": configs,
+    }
 
 
 if __name__ == "__main__":
@@ -144,5 +177,7 @@ if __name__ == "__main__":
         for variant, v in c["variants"].items():
             s, k = v["step_us"], v.get("steps_to_amortise")
             pays = "" if k is None else f"  pays off after {k:,.0f} steps" if k > 0 else "  never pays off"
-            print(f"  {variant:<14} first call {v['first_call_s']:6.2f} s   step {s['median']:9.1f} us "
-                  f"(p10 {s['p10']:.1f}, p90 {s['p90']:.1f})  {v['TFLOPs']['median']:7.3f} TFLOP/s{pays}")
+            print(
+                f"  {variant:<14} first call {v['first_call_s']:6.2f} s   step {s['median']:9.1f} us "
+                f"(p10 {s['p10']:.1f}, p90 {s['p90']:.1f})  {v['TFLOPs']['median']:7.3f} TFLOP/s{pays}"
+            )

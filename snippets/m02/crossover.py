@@ -1,5 +1,6 @@
 """Time per torch.add against tensor size, 1 element to 2^28: the overhead floor, the bandwidth
 slope, and the size where one stops hiding the other."""
+
 import math
 import statistics
 
@@ -25,8 +26,9 @@ def measure(small: bool = False) -> dict:
             del a, b
 
     # The floor: eager time per op wherever the kernel takes under a quarter of it.
-    overhead_bound = [p["eager_us"]["median"] for p in points
-                      if p["kernel_us"]["median"] < 0.25 * p["eager_us"]["median"]]
+    overhead_bound = [
+        p["eager_us"]["median"] for p in points if p["kernel_us"]["median"] < 0.25 * p["eager_us"]["median"]
+    ]
     floor_us = statistics.median(overhead_bound or [points[0]["eager_us"]["median"]])
     # The slope: bytes over kernel time at the largest size (inputs far beyond L2).
     big = points[-1]
@@ -40,9 +42,13 @@ def measure(small: bool = False) -> dict:
             crossover = 2 ** (math.log2(lo["numel"]) + f * (math.log2(hi["numel"]) - math.log2(lo["numel"])))
             break
     return {
-        "repetitions": repeats, "device": dev, "dtype": "float32", "points": points,
+        "repetitions": repeats,
+        "device": dev,
+        "dtype": "float32",
+        "points": points,
         "l2_bytes": torch.cuda.get_device_properties(0).L2_cache_size if dev == "cuda" else 0,
-        "floor_us": floor_us, "bandwidth_GBps": bandwidth_GBps,
+        "floor_us": floor_us,
+        "bandwidth_GBps": bandwidth_GBps,
         "crossover_numel": crossover if crossover is not None else -1,
         "crossover_bytes": 12 * crossover if crossover is not None else -1,
         "model_crossover_numel": floor_us * 1e-6 * bandwidth_GBps * 1e9 / 12,
@@ -56,5 +62,7 @@ if __name__ == "__main__":
     print(f"{'numel':>11} {'eager':>9} {'kernel':>9}")
     for p in r["points"]:
         print(f"{p['numel']:>11} {p['eager_us']['median']:9.2f} {p['kernel_us']['median']:9.2f}")
-    print(f"floor {r['floor_us']:.2f} us, bandwidth {r['bandwidth_GBps']:.0f} GB/s, "
-          f"kernel time passes the floor at {r['crossover_numel']:.3g} elements")
+    print(
+        f"floor {r['floor_us']:.2f} us, bandwidth {r['bandwidth_GBps']:.0f} GB/s, "
+        f"kernel time passes the floor at {r['crossover_numel']:.3g} elements"
+    )

@@ -1,4 +1,5 @@
 """Host microseconds per torch.add on tiny tensors, removing one layer of eager mode at a time."""
+
 import contextlib
 
 import torch
@@ -32,8 +33,7 @@ def measure(small: bool = False) -> dict:
     calls, repeats = (50, 5) if small else (2000, 50)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     host = host_us_each(variants(dev), calls=calls, repeats=repeats)
-    return {"repetitions": repeats, "calls_per_repetition": calls, "numel": NUMEL, "device": dev,
-            "host_us": host}
+    return {"repetitions": repeats, "calls_per_repetition": calls, "numel": NUMEL, "device": dev, "host_us": host}
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """What the launch itself costs the host, separated from dispatch and allocation: the variants
 module 02's first figure could not tell apart."""
+
 import contextlib
 
 import torch
@@ -30,8 +31,13 @@ def variants(dev: str) -> dict:
 def measure(small: bool = False) -> dict:
     calls, repeats = (50, 5) if small else (2000, 50)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
-    return {"repetitions": repeats, "calls_per_repetition": calls, "numel": NUMEL, "device": dev,
-            "host_us": host_us_each(variants(dev), calls=calls, repeats=repeats)}
+    return {
+        "repetitions": repeats,
+        "calls_per_repetition": calls,
+        "numel": NUMEL,
+        "device": dev,
+        "host_us": host_us_each(variants(dev), calls=calls, repeats=repeats),
+    }
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 """torch.profiler's view of one eager torch.add: the host events around the launch and the kernel."""
+
 import torch
 from torch.profiler import ProfilerActivity, profile
 
@@ -39,16 +40,26 @@ def measure(small: bool = False) -> dict:
             "device_us_per_call": summarize([r[name][2] for r in per_rep], "us"),
         }
     # The kernel: the one device event that ran once per call and is not a host-side op.
-    kernel = [n for n in names if rows[n]["count_per_call"] == 1 and not n.startswith(("aten::", "cuda"))
-              and rows[n]["device_us_per_call"]["median"] > 0]
+    kernel = [
+        n
+        for n in names
+        if rows[n]["count_per_call"] == 1
+        and not n.startswith(("aten::", "cuda"))
+        and rows[n]["device_us_per_call"]["median"] > 0
+    ]
     kernel_name = kernel[0] if kernel else None
-    return {"repetitions": repeats, "calls": calls, "numel": NUMEL, "events": rows,
-            # the three layers the chapter names, per torch.add (profiler overhead included)
-            "aten_add": rows["aten::add"],
-            "launch": rows.get("cudaLaunchKernel", rows["aten::add"] if not cuda else None),
-            "kernel": rows[kernel_name] if kernel_name else rows["aten::add"],
-            "kernel_name": kernel_name or "none (CPU run)",
-            "table": events.table(sort_by="cpu_time_total", row_limit=8, max_name_column_width=40)}
+    return {
+        "repetitions": repeats,
+        "calls": calls,
+        "numel": NUMEL,
+        "events": rows,
+        # the three layers the chapter names, per torch.add (profiler overhead included)
+        "aten_add": rows["aten::add"],
+        "launch": rows.get("cudaLaunchKernel", rows["aten::add"] if not cuda else None),
+        "kernel": rows[kernel_name] if kernel_name else rows["aten::add"],
+        "kernel_name": kernel_name or "none (CPU run)",
+        "table": events.table(sort_by="cpu_time_total", row_limit=8, max_name_column_width=40),
+    }
 
 
 if __name__ == "__main__":

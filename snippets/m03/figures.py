@@ -4,6 +4,7 @@
 "methodology/ceilings" (copy bandwidth and bf16 GEMM rate, measured in the same build).
 The ceilings turn the snippet's FLOPs and bytes into floors; ``derived`` does that once.
 """
+
 import math
 
 import plotly.graph_objects as go
@@ -18,14 +19,18 @@ LABELS = {
 SHORT = {"CPU overhead": "CPU", "memory traffic": "memory", "compute": "compute"}
 OPS_PER_BLOCK = 5  # ops the host dispatches per block: LayerNorm, addmm, GELU, addmm, add
 GPU_BOUND_FRACTION = 0.8  # busy for less of the wall time than this: the host binds (a CUDA graph of
-                          # the same kernels, with no host in the way, kept the GPU busier at every size)
+# the same kernels, with no host in the way, kept the GPU busier at every size)
 POINTWISE_ELEMENTS_PER_TOKEN = 13  # per block and model width: LayerNorm 2, GELU 8, add 3 (eager_bytes)
 
 
 def _spread(lows, mids, highs):
     """Error bars from the 10th to the 90th percentile around the median."""
-    return {"type": "data", "symmetric": False, "array": [h - m for m, h in zip(mids, highs)],
-            "arrayminus": [m - lo for lo, m in zip(lows, mids)]}
+    return {
+        "type": "data",
+        "symmetric": False,
+        "array": [h - m for m, h in zip(mids, highs)],
+        "arrayminus": [m - lo for lo, m in zip(lows, mids)],
+    }
 
 
 def derived(results) -> dict:
@@ -46,7 +51,7 @@ def derived(results) -> dict:
     """
     modes = results("m03/modes")
     ceilings = results("methodology/ceilings")
-    bytes_per_us = ceilings["copy"]["GBps"]["median"] * 1e3    # GB/s -> bytes per us
+    bytes_per_us = ceilings["copy"]["GBps"]["median"] * 1e3  # GB/s -> bytes per us
     flops_per_us = ceilings["gemm"]["TFLOPs"]["median"] * 1e6  # TFLOP/s -> FLOPs per us
     elem = 2 if modes["dtype"] == "bfloat16" else 4
     blocks, d = modes["blocks"], modes["d_model"]
@@ -66,9 +71,9 @@ def derived(results) -> dict:
         pointwise_bytes = blocks * (POINTWISE_ELEMENTS_PER_TOKEN * t * d + 2 * d) * elem  # LN, GELU, add
         fusion_saves_us = pairs * t * d * elem / bytes_per_us
         if busy_us < GPU_BOUND_FRACTION * eager_us:
-            binds = "CPU overhead"      # the GPU idles, waiting for the host
+            binds = "CPU overhead"  # the GPU idles, waiting for the host
         elif gemm_us > other_us:
-            binds = "compute"           # most of the busy time is matrix multiplication
+            binds = "compute"  # most of the busy time is matrix multiplication
         else:
             binds = "memory traffic"
         graphs_us = busy_us
@@ -79,43 +84,50 @@ def derived(results) -> dict:
         else:
             fusion_us = eager_us - fusion_saves_us
         by_mode = p["modes"]
-        rows.append({
-            "tokens": t,
-            "binds": binds,
-            "eager_us": eager_us,
-            "issue_us": issue_us,
-            "gpu_busy_us": busy_us,
-            "gemm_busy_us": gemm_us,
-            "other_busy_us": other_us,
-            "idle_us": eager_us - busy_us,
-            "gpu_busy_fraction": busy_us / eager_us,
-            "gemm_fraction_of_busy": gemm_us / busy_us if busy_us > 0 else 0.0,
-            "kernels_per_step": eager["kernels_per_step"],
-            "ops_per_forward": ops,
-            "fused_ops_per_forward": ops - pairs,
-            "compute_floor_us": compute_floor_us,
-            "memory_floor_us": memory_floor_us,
-            "eager_traffic_us": eager_traffic_us,
-            "pointwise_traffic_us": pointwise_bytes / bytes_per_us,
-            "fusion_saves_us": fusion_saves_us,
-            "gemm_TFLOPs": p["flops"] / gemm_us / 1e6 if gemm_us > 0 else 0.0,
-            "pointwise_GBps": pointwise_bytes / other_us / 1e3 if other_us > 0 else 0.0,
-            "achieved_GBps": p["bytes_eager"] / busy_us / 1e3 if busy_us > 0 else 0.0,
-            "compiled_busy_us": by_mode["default"]["gpu_busy_us"]["median"],
-            "compiled_gemm_busy_us": by_mode["default"]["gemm_busy_us"]["median"],
-            "compiled_busy_saving_us": busy_us - by_mode["default"]["gpu_busy_us"]["median"],
-            "compiled_kernels_per_step": by_mode["default"]["kernels_per_step"],
-            "predicted_graphs_us": graphs_us,
-            "predicted_graphs_speedup": eager_us / graphs_us,
-            "predicted_fusion_us": fusion_us,
-            "predicted_fusion_speedup": eager_us / fusion_us,
-            "measured_speedup": {m: by_mode[m]["speedup"]["median"] for m in modes["modes"]},
-            "best_mode": max(modes["modes"], key=lambda m: by_mode[m]["speedup"]["median"]),
-            # what a CUDA graph of the eager kernels leaves above their busy time (CUDA runs only)
-            **({"graph_excess_us": by_mode["eager-cudagraph"]["time_us"]["median"] - busy_us,
-                "graph_busy_fraction": busy_us / by_mode["eager-cudagraph"]["time_us"]["median"]}
-               if "eager-cudagraph" in by_mode else {}),
-        })
+        rows.append(
+            {
+                "tokens": t,
+                "binds": binds,
+                "eager_us": eager_us,
+                "issue_us": issue_us,
+                "gpu_busy_us": busy_us,
+                "gemm_busy_us": gemm_us,
+                "other_busy_us": other_us,
+                "idle_us": eager_us - busy_us,
+                "gpu_busy_fraction": busy_us / eager_us,
+                "gemm_fraction_of_busy": gemm_us / busy_us if busy_us > 0 else 0.0,
+                "kernels_per_step": eager["kernels_per_step"],
+                "ops_per_forward": ops,
+                "fused_ops_per_forward": ops - pairs,
+                "compute_floor_us": compute_floor_us,
+                "memory_floor_us": memory_floor_us,
+                "eager_traffic_us": eager_traffic_us,
+                "pointwise_traffic_us": pointwise_bytes / bytes_per_us,
+                "fusion_saves_us": fusion_saves_us,
+                "gemm_TFLOPs": p["flops"] / gemm_us / 1e6 if gemm_us > 0 else 0.0,
+                "pointwise_GBps": pointwise_bytes / other_us / 1e3 if other_us > 0 else 0.0,
+                "achieved_GBps": p["bytes_eager"] / busy_us / 1e3 if busy_us > 0 else 0.0,
+                "compiled_busy_us": by_mode["default"]["gpu_busy_us"]["median"],
+                "compiled_gemm_busy_us": by_mode["default"]["gemm_busy_us"]["median"],
+                "compiled_busy_saving_us": busy_us - by_mode["default"]["gpu_busy_us"]["median"],
+                "compiled_kernels_per_step": by_mode["default"]["kernels_per_step"],
+                "predicted_graphs_us": graphs_us,
+                "predicted_graphs_speedup": eager_us / graphs_us,
+                "predicted_fusion_us": fusion_us,
+                "predicted_fusion_speedup": eager_us / fusion_us,
+                "measured_speedup": {m: by_mode[m]["speedup"]["median"] for m in modes["modes"]},
+                "best_mode": max(modes["modes"], key=lambda m: by_mode[m]["speedup"]["median"]),
+                # what a CUDA graph of the eager kernels leaves above their busy time (CUDA runs only)
+                **(
+                    {
+                        "graph_excess_us": by_mode["eager-cudagraph"]["time_us"]["median"] - busy_us,
+                        "graph_busy_fraction": busy_us / by_mode["eager-cudagraph"]["time_us"]["median"],
+                    }
+                    if "eager-cudagraph" in by_mode
+                    else {}
+                ),
+            }
+        )
     return {
         "copy_GBps": ceilings["copy"]["GBps"]["median"],
         "gemm_TFLOPs": ceilings["gemm"]["TFLOPs"]["median"],
@@ -136,43 +148,82 @@ def speedup(results) -> go.Figure:
         runs = [p["modes"][mode] for p in data["points"]]
         # the speedup is taken round by round (eager and the mode timed back to back); whiskers
         # span the 10th to 90th percentile of those per-round ratios
-        fig.add_trace(go.Scatter(
-            x=tokens, y=[r["speedup"]["median"] for r in runs], mode="lines+markers", name=LABELS[mode],
-            error_y=_spread(*([r["speedup"][q] for r in runs] for q in ("p10", "median", "p90"))),
-            customdata=[[r["time_us"]["median"], f"compiled in {r['first_call_s']['median']:.1f} s"
-                          if "first_call_s" in r else "captured, not compiled"] for r in runs],
-            hovertemplate="%{x} tokens: %{y:.2f}× (%{customdata[0]:.1f} µs per forward, "
-                          "%{customdata[1]})<extra>" + LABELS[mode] + "</extra>",
-        ))
-    for key, name, symbol in (("graphs", "predicted: host removed (GPU busy time of eager)", "diamond-open"),
-                              ("fusion", "predicted: fusion only (default mode)", "square-open")):
-        fig.add_trace(go.Scatter(
-            x=tokens, y=[r[f"predicted_{key}_speedup"] for r in rows], mode="lines+markers",
-            line={"dash": "dash"}, marker={"symbol": symbol, "size": 9}, name=name,
-            customdata=[[r["binds"], r[f"predicted_{key}_us"]] for r in rows],
-            hovertemplate="%{x} tokens: predicted %{y:.2f}× (%{customdata[1]:.1f} µs); "
-                          "eager binds on %{customdata[0]}<extra>" + name + "</extra>",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=tokens,
+                y=[r["speedup"]["median"] for r in runs],
+                mode="lines+markers",
+                name=LABELS[mode],
+                error_y=_spread(*([r["speedup"][q] for r in runs] for q in ("p10", "median", "p90"))),
+                customdata=[
+                    [
+                        r["time_us"]["median"],
+                        f"compiled in {r['first_call_s']['median']:.1f} s"
+                        if "first_call_s" in r
+                        else "captured, not compiled",
+                    ]
+                    for r in runs
+                ],
+                hovertemplate="%{x} tokens: %{y:.2f}× (%{customdata[0]:.1f} µs per forward, "
+                "%{customdata[1]})<extra>" + LABELS[mode] + "</extra>",
+            )
+        )
+    for key, name, symbol in (
+        ("graphs", "predicted: host removed (GPU busy time of eager)", "diamond-open"),
+        ("fusion", "predicted: fusion only (default mode)", "square-open"),
+    ):
+        fig.add_trace(
+            go.Scatter(
+                x=tokens,
+                y=[r[f"predicted_{key}_speedup"] for r in rows],
+                mode="lines+markers",
+                line={"dash": "dash"},
+                marker={"symbol": symbol, "size": 9},
+                name=name,
+                customdata=[[r["binds"], r[f"predicted_{key}_us"]] for r in rows],
+                hovertemplate="%{x} tokens: predicted %{y:.2f}× (%{customdata[1]:.1f} µs); "
+                "eager binds on %{customdata[0]}<extra>" + name + "</extra>",
+            )
+        )
     # the predicted binding overhead, as shaded spans of batch sizes
     start = 0
     for i in range(1, len(rows) + 1):
         if i == len(rows) or rows[i]["binds"] != rows[start]["binds"]:
             lo = tokens[start] / 2 if start == 0 else (tokens[start - 1] * tokens[start]) ** 0.5
             hi = tokens[i - 1] * 2 if i == len(rows) else (tokens[i - 1] * tokens[i]) ** 0.5
-            fig.add_vrect(x0=lo, x1=hi, fillcolor="grey" if rows[start]["binds"] == "CPU overhead" else "orange",
-                          opacity=0.08, line_width=0)
+            fig.add_vrect(
+                x0=lo,
+                x1=hi,
+                fillcolor="grey" if rows[start]["binds"] == "CPU overhead" else "orange",
+                opacity=0.08,
+                line_width=0,
+            )
             # annotations on a log axis take log10 of the position
-            fig.add_annotation(x=math.log10((lo * hi) ** 0.5), y=1, yref="paper", yanchor="bottom",
-                               text=f"{SHORT[rows[start]['binds']]} binds", showarrow=False)
+            fig.add_annotation(
+                x=math.log10((lo * hi) ** 0.5),
+                y=1,
+                yref="paper",
+                yanchor="bottom",
+                text=f"{SHORT[rows[start]['binds']]} binds",
+                showarrow=False,
+            )
             start = i
     fig.add_hline(y=1, line_dash="dot")
     # on a log axis an annotation's y is log10 of the value: 0 puts it on the eager line
     fig.add_annotation(x=0, xref="paper", xanchor="left", y=0, yanchor="top", text="eager = 1×", showarrow=False)
     fig.update_xaxes(type="log", title_text="tokens per forward")
-    fig.update_yaxes(type="log", title_text="speedup over eager (×, log scale)",
-                     tickvals=[0.5, 0.7, 1, 1.5, 2, 3, 5, 7, 10], ticktext=["0.5", "0.7", "1", "1.5", "2", "3", "5", "7", "10"])
-    fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.2}, hovermode="closest",
-                      height=520, margin={"l": 70, "r": 20, "t": 30, "b": 60})
+    fig.update_yaxes(
+        type="log",
+        title_text="speedup over eager (×, log scale)",
+        tickvals=[0.5, 0.7, 1, 1.5, 2, 3, 5, 7, 10],
+        ticktext=["0.5", "0.7", "1", "1.5", "2", "3", "5", "7", "10"],
+    )
+    fig.update_layout(
+        legend={"orientation": "h", "yanchor": "top", "y": -0.2},
+        hovermode="closest",
+        height=520,
+        margin={"l": 70, "r": 20, "t": 30, "b": 60},
+    )
     return fig
 
 
@@ -183,26 +234,57 @@ def decomposition(results) -> go.Figure:
     rows = d["points"]
     x = [str(r["tokens"]) for r in rows]
     fig = go.Figure()
-    for name, key in (("GPU: matmul kernels (cuBLAS)", "gemm_busy_us"),
-                      ("GPU: LayerNorm, GELU, add kernels", "other_busy_us"),
-                      ("GPU idle: waiting for the host, or between kernels", "idle_us")):
-        fig.add_trace(go.Bar(x=x, y=[max(r[key], 0.0) for r in rows], name=name,
-                             hovertemplate="%{x} tokens: %{y:.1f} µs<extra>" + name + "</extra>"))
-    for name, key, symbol in ((f"compute reference: FLOPs at {d['gemm_TFLOPs']:.0f} TFLOP/s", "compute_floor_us", "triangle-up"),
-                              ("memory floor: fused bytes at copy bandwidth", "memory_floor_us", "circle-open")):
-        fig.add_trace(go.Scatter(
-            x=x, y=[r[key] for r in rows], mode="markers", name=name,
-            marker={"symbol": symbol, "size": 11, "line": {"width": 2}},
-            hovertemplate="%{x} tokens: %{y:.1f} µs<extra>" + name + "</extra>"))
-    fig.add_trace(go.Scatter(
-        x=x, y=[r["eager_us"] * 1.08 for r in rows], mode="text", showlegend=False, hoverinfo="skip",
-        text=[SHORT[r["binds"]] for r in rows], textposition="top center"))
+    for name, key in (
+        ("GPU: matmul kernels (cuBLAS)", "gemm_busy_us"),
+        ("GPU: LayerNorm, GELU, add kernels", "other_busy_us"),
+        ("GPU idle: waiting for the host, or between kernels", "idle_us"),
+    ):
+        fig.add_trace(
+            go.Bar(
+                x=x,
+                y=[max(r[key], 0.0) for r in rows],
+                name=name,
+                hovertemplate="%{x} tokens: %{y:.1f} µs<extra>" + name + "</extra>",
+            )
+        )
+    for name, key, symbol in (
+        (f"compute reference: FLOPs at {d['gemm_TFLOPs']:.0f} TFLOP/s", "compute_floor_us", "triangle-up"),
+        ("memory floor: fused bytes at copy bandwidth", "memory_floor_us", "circle-open"),
+    ):
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=[r[key] for r in rows],
+                mode="markers",
+                name=name,
+                marker={"symbol": symbol, "size": 11, "line": {"width": 2}},
+                hovertemplate="%{x} tokens: %{y:.1f} µs<extra>" + name + "</extra>",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=[r["eager_us"] * 1.08 for r in rows],
+            mode="text",
+            showlegend=False,
+            hoverinfo="skip",
+            text=[SHORT[r["binds"]] for r in rows],
+            textposition="top center",
+        )
+    )
     fig.update_xaxes(type="category", title_text="tokens per forward")
-    fig.update_yaxes(title_text="eager µs per forward (medians); label: what binds",
-                     range=[0, max(r["eager_us"] for r in rows) * 1.2])
+    fig.update_yaxes(
+        title_text="eager µs per forward (medians); label: what binds",
+        range=[0, max(r["eager_us"] for r in rows) * 1.2],
+    )
     # The stack is eager's wall time: busy kernels plus the GPU's idle time, which is the host's.
-    fig.update_layout(barmode="stack", legend={"orientation": "h", "yanchor": "top", "y": -0.2},
-                      hovermode="closest", height=540, margin={"l": 70, "r": 20, "t": 20, "b": 60})
+    fig.update_layout(
+        barmode="stack",
+        legend={"orientation": "h", "yanchor": "top", "y": -0.2},
+        hovermode="closest",
+        height=540,
+        margin={"l": 70, "r": 20, "t": 20, "b": 60},
+    )
     return fig
 
 
@@ -236,6 +318,7 @@ def _paired(a: list, b: list, unit: str = "us") -> dict:
 
     def pct(q):
         return diffs[min(n - 1, max(0, round(q * (n - 1))))]
+
     return {"median": mid, "p10": pct(0.1), "p90": pct(0.9), "min": diffs[0], "max": diffs[-1], "n": n, "unit": unit}
 
 
@@ -243,11 +326,18 @@ def ladder(results) -> dict:
     """m03/host_cost under short names, differences between rungs taken round by round, and
     the first kernels of each rung as a text table."""
     data = results("m03/host_cost")
-    rungs = {short: {"host_us": data["host_us"][name], "issue_us": data["issue_us"][name],
-                     "gpu_busy_us": data["gpu_busy_us"][name], "kernels": data["kernels_per_forward"][name],
-                     "kernel_names": data["kernel_names"][name],
-                     **({"kernel_gap_us": data["kernel_gap_us"][name]} if name in data["kernel_gap_us"] else {})}
-             for short, name in RUNGS.items() if name in data["host_us"]}
+    rungs = {
+        short: {
+            "host_us": data["host_us"][name],
+            "issue_us": data["issue_us"][name],
+            "gpu_busy_us": data["gpu_busy_us"][name],
+            "kernels": data["kernels_per_forward"][name],
+            "kernel_names": data["kernel_names"][name],
+            **({"kernel_gap_us": data["kernel_gap_us"][name]} if name in data["kernel_gap_us"] else {}),
+        }
+        for short, name in RUNGS.items()
+        if name in data["host_us"]
+    }
     lines = []
     for short in ("eager", "inductor", "max_autotune", "reduce_overhead"):
         if short in rungs:
@@ -257,15 +347,18 @@ def ladder(results) -> dict:
     rounds = {short: data["rounds_us"][name] for short, name in RUNGS.items() if name in data["rounds_us"]}
     steps = {}
     if "graphed" in rungs:
-        steps = {"eager_minus_dynamo_us": _paired(rounds["eager"], rounds["dynamo"]),
-                 "aot_minus_dynamo_us": _paired(rounds["aot"], rounds["dynamo"]),
-                 "aot_minus_inductor_us": _paired(rounds["aot"], rounds["inductor"]),
-                 "inductor_minus_eager_us": _paired(rounds["inductor"], rounds["eager"]),
-                 "eager_minus_max_autotune_us": _paired(rounds["eager"], rounds["max_autotune"]),
-                 "inductor_minus_max_autotune_us": _paired(rounds["inductor"], rounds["max_autotune"])}
+        steps = {
+            "eager_minus_dynamo_us": _paired(rounds["eager"], rounds["dynamo"]),
+            "aot_minus_dynamo_us": _paired(rounds["aot"], rounds["dynamo"]),
+            "aot_minus_inductor_us": _paired(rounds["aot"], rounds["inductor"]),
+            "inductor_minus_eager_us": _paired(rounds["inductor"], rounds["eager"]),
+            "eager_minus_max_autotune_us": _paired(rounds["eager"], rounds["max_autotune"]),
+            "inductor_minus_max_autotune_us": _paired(rounds["inductor"], rounds["max_autotune"]),
+        }
         # steady-state call of reduce-overhead (host-bound) less the bare replay's host time
-        steps["reduce_overhead_call_minus_replay_us"] = (rungs["reduce_overhead"]["host_us"]["median"]
-                                                         - rungs["graphed"]["issue_us"]["median"])
+        steps["reduce_overhead_call_minus_replay_us"] = (
+            rungs["reduce_overhead"]["host_us"]["median"] - rungs["graphed"]["issue_us"]["median"]
+        )
         # the replay's GPU side: its kernels' busy time plus the idle gaps at each kernel boundary
         gaps = rungs["graphed"]["kernel_gap_us"]["median"] * (rungs["graphed"]["kernels"] - 1)
         steps["graphed_gaps_total_us"] = gaps
@@ -274,9 +367,12 @@ def ladder(results) -> dict:
         # average host time per kernel; and how many of them were cuBLAS split-K reductions
         fewer = rungs["inductor"]["kernels"] - rungs["max_autotune"]["kernels"]
         steps["max_autotune_fewer_kernels"] = fewer
-        steps["max_autotune_fewer_kernels_us"] = fewer * rungs["inductor"]["host_us"]["median"] / rungs["inductor"]["kernels"]
+        steps["max_autotune_fewer_kernels_us"] = (
+            fewer * rungs["inductor"]["host_us"]["median"] / rungs["inductor"]["kernels"]
+        )
         steps["split_k_kernels_removed"] = sum("splitKreduce" in n for n in rungs["inductor"]["kernel_names"]) - sum(
-            "splitKreduce" in n for n in rungs["max_autotune"]["kernel_names"])
+            "splitKreduce" in n for n in rungs["max_autotune"]["kernel_names"]
+        )
         steps["eager_kernels_per_block"] = rungs["eager"]["kernels"] / data["blocks"]
         # what three of eager's op calls cost, at eager's average host time per op call
         steps["three_op_calls_us"] = 3 * rungs["eager"]["host_us"]["median"] / (OPS_PER_BLOCK * data["blocks"])
@@ -292,16 +388,32 @@ def host_ladder(results) -> go.Figure:
     fig = go.Figure()
     for key, name in (("host_us", "per forward, back to back"), ("issue_us", "host issue time, one forward")):
         med = [rungs[s][key]["median"] for s in names]
-        fig.add_trace(go.Bar(
-            y=labels, x=med, orientation="h", name=name,
-            error_x=_spread([rungs[s][key]["p10"] for s in names], med, [rungs[s][key]["p90"] for s in names]),
-            hovertemplate="%{y}: %{x:.1f} µs (median; whiskers: 10th–90th percentile)<extra>" + name + "</extra>"))
-    fig.add_trace(go.Scatter(
-        y=labels, x=[rungs[s]["gpu_busy_us"] for s in names], mode="markers", name="GPU busy time (profiler)",
-        marker={"symbol": "line-ns-open", "size": 22, "line": {"width": 3}},
-        hovertemplate="%{y}: GPU busy %{x:.1f} µs<extra></extra>"))
+        fig.add_trace(
+            go.Bar(
+                y=labels,
+                x=med,
+                orientation="h",
+                name=name,
+                error_x=_spread([rungs[s][key]["p10"] for s in names], med, [rungs[s][key]["p90"] for s in names]),
+                hovertemplate="%{y}: %{x:.1f} µs (median; whiskers: 10th–90th percentile)<extra>" + name + "</extra>",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            y=labels,
+            x=[rungs[s]["gpu_busy_us"] for s in names],
+            mode="markers",
+            name="GPU busy time (profiler)",
+            marker={"symbol": "line-ns-open", "size": 22, "line": {"width": 3}},
+            hovertemplate="%{y}: GPU busy %{x:.1f} µs<extra></extra>",
+        )
+    )
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(title_text="µs at one token", dtick=250)
-    fig.update_layout(barmode="group", height=520, margin={"l": 300, "r": 20, "t": 20, "b": 60},
-                      legend={"orientation": "h", "yanchor": "top", "y": -0.15})
+    fig.update_layout(
+        barmode="group",
+        height=520,
+        margin={"l": 300, "r": 20, "t": 20, "b": 60},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.15},
+    )
     return fig

@@ -4,12 +4,12 @@ CUDA graphs, timed interleaved (back to back, and one call from an idle GPU); th
 kernels of each: how many, their names, their busy time, and the GPU's idle time between them."""
 
 import torch
+from modes import BLOCKS, Block, graphed, issue_us  # the same model as modes.py
 from torch import nn
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 from coursekit.bench import device_name, host_us_each, summarize
-from modes import BLOCKS, Block, graphed, issue_us  # the same model as modes.py
 
 # --8<-- [start:ladder]
 LADDER = {  # name: keyword arguments to torch.compile, or None for plain eager
@@ -40,7 +40,7 @@ def measure(small: bool = False) -> dict:
             run = model if kwargs is None else torch.compile(model, dynamic=False, **kwargs)
             for _ in range(3):
                 run(x)  # compile; reduce-overhead: warm up, then record the CUDA graph
-            runs[name] = (lambda run=run: run(x))
+            runs[name] = lambda run=run: run(x)
         if cuda:
             graph = graphed(model, x)
             runs["eager in a CUDA graph"] = graph.replay
@@ -48,8 +48,12 @@ def measure(small: bool = False) -> dict:
         # between rungs can be taken within a round.
         timed, issued = {n: [] for n in runs}, {n: [] for n in runs}
         for round_ in range(repeats):
-            times = host_us_each({n: (f, torch.no_grad) for n, f in runs.items()},
-                                 calls=calls, repeats=1, warmup=10 if round_ == 0 else 0)
+            times = host_us_each(
+                {n: (f, torch.no_grad) for n, f in runs.items()},
+                calls=calls,
+                repeats=1,
+                warmup=10 if round_ == 0 else 0,
+            )
             for name, fn in runs.items():
                 timed[name].append(times[name]["median"])
                 issued[name] += issue_us(fn, 2, cuda)
@@ -61,24 +65,39 @@ def measure(small: bool = False) -> dict:
                     fn()
                 if cuda:
                     torch.cuda.synchronize()
-            launched = sorted((e for e in prof.events() if e.device_type == DeviceType.CUDA),
-                              key=lambda e: e.time_range.start)
+            launched = sorted(
+                (e for e in prof.events() if e.device_type == DeviceType.CUDA), key=lambda e: e.time_range.start
+            )
             per_forward = len(launched) // 10
             kernels[name] = len(launched) / 10
             names[name] = [e.name for e in launched[:per_forward]]  # one forward's, in order
             busy[name] = sum(e.time_range.elapsed_us() for e in launched) / 10
             # the GPU's idle time between consecutive kernels of one forward
-            idle = [launched[i + 1].time_range.start - launched[i].time_range.end
-                    for i in range(len(launched) - 1) if (i + 1) % per_forward]
+            idle = [
+                launched[i + 1].time_range.start - launched[i].time_range.end
+                for i in range(len(launched) - 1)
+                if (i + 1) % per_forward
+            ]
             if idle:
                 gaps[name] = summarize(idle, "us")
     notes = [] if cuda else [f"{n}: skipped, it needs CUDA" for n in CUDA_ONLY] + ["no device kernels on a CPU"]
-    return {"tokens": tokens, "d_model": d, "blocks": BLOCKS, "dtype": str(dtype).removeprefix("torch."),
-            "repetitions": repeats, "calls_per_repetition": calls, "rounds_us": timed,
-            "host_us": {n: summarize(t, "us") for n, t in timed.items()},
-            "issue_us": {n: summarize(i, "us") for n, i in issued.items()}, "issue_us_samples": issued,
-            "kernels_per_forward": kernels, "gpu_busy_us": busy, "kernel_gap_us": gaps,
-            "kernel_names": names, "notes": notes}
+    return {
+        "tokens": tokens,
+        "d_model": d,
+        "blocks": BLOCKS,
+        "dtype": str(dtype).removeprefix("torch."),
+        "repetitions": repeats,
+        "calls_per_repetition": calls,
+        "rounds_us": timed,
+        "host_us": {n: summarize(t, "us") for n, t in timed.items()},
+        "issue_us": {n: summarize(i, "us") for n, i in issued.items()},
+        "issue_us_samples": issued,
+        "kernels_per_forward": kernels,
+        "gpu_busy_us": busy,
+        "kernel_gap_us": gaps,
+        "kernel_names": names,
+        "notes": notes,
+    }
 
 
 if __name__ == "__main__":
@@ -86,7 +105,9 @@ if __name__ == "__main__":
     print(f"{r['blocks']} MLP blocks, d={r['d_model']}, {r['tokens']} token, {r['dtype']}, on {device_name()}")
     print(f"  {'':<40} {'us per forward':>14} {'issue us':>9} {'GPU busy':>9} {'kernels':>8}")
     for name, s in r["host_us"].items():
-        print(f"  {name:<40} {s['median']:14.1f} {r['issue_us'][name]['median']:9.1f}"
-              f" {r['gpu_busy_us'][name]:9.1f} {r['kernels_per_forward'][name]:8.1f}")
+        print(
+            f"  {name:<40} {s['median']:14.1f} {r['issue_us'][name]['median']:9.1f}"
+            f" {r['gpu_busy_us'][name]:9.1f} {r['kernels_per_forward'][name]:8.1f}"
+        )
     for note in r["notes"]:
         print("note:", note)

@@ -2,6 +2,7 @@
 in a CUDA graph, and three torch.compile modes: wall time per forward, compile time, kernels
 per step, GPU busy time, host issue time, and the FLOPs and bytes that the chapter turns
 into floors."""
+
 import time
 
 import torch
@@ -27,6 +28,8 @@ class Block(nn.Module):
 
     def forward(self, x):
         return x + self.down(self.gelu(self.up(self.norm(x))))
+
+
 # --8<-- [end:model]
 
 
@@ -49,6 +52,8 @@ def eager_bytes(tokens: int, d: int, elem: int) -> int:
 def min_bytes(tokens: int, d: int, elem: int) -> int:
     """The ideal fused forward: every parameter read once, input read once, output written once."""
     return (BLOCKS * (8 * d * d + 7 * d) + 2 * tokens * d) * elem
+
+
 # --8<-- [end:bytes]
 
 
@@ -111,11 +116,13 @@ def measure(small: bool = False) -> dict:
     calls, repeats, steps, profiles = (5, 5, 3, 2) if small else (100, 15, 20, 3)
     modes = MODES if cuda else [m for m in MODES if m not in CUDA_ONLY_MODES]
     notes = [] if cuda else [f"{m}: skipped, it needs CUDA" for m in CUDA_ONLY_MODES]
-    notes += ["eager and the compiled default mode are profiled, after all timing: once CUPTI has traced kernels, launches stay "
-              "slower in the process; kernels and GPU busy time count CUDA kernels and copies"
-              + ("" if cuda else ", so with no GPU they are 0"),
-              "first_call_s is a cold compile (Inductor caches off); the first one also pays "
-              "the compiler's one-time start-up"]
+    notes += [
+        "eager and the compiled default mode are profiled, after all timing: once CUPTI has traced kernels, launches stay "
+        "slower in the process; kernels and GPU busy time count CUDA kernels and copies"
+        + ("" if cuda else ", so with no GPU they are 0"),
+        "first_call_s is a cold compile (Inductor caches off); the first one also pays "
+        "the compiler's one-time start-up",
+    ]
 
     # Compile times are cold: no on-disk cache from an earlier run may answer for the compiler.
     torch._inductor.config.force_disable_caches = True
@@ -156,16 +163,22 @@ def measure(small: bool = False) -> dict:
             # the speedup is taken within each round, then summarised over the rounds.
             timed, issued = {m: [] for m in steps_by_mode}, {m: [] for m in steps_by_mode}
             for round_ in range(repeats):
-                times = host_us_each({m: (f, torch.no_grad) for m, f in steps_by_mode.items()},
-                                     calls=calls, repeats=1, warmup=10 if round_ == 0 else 0)
+                times = host_us_each(
+                    {m: (f, torch.no_grad) for m, f in steps_by_mode.items()},
+                    calls=calls,
+                    repeats=1,
+                    warmup=10 if round_ == 0 else 0,
+                )
                 for mode, step in steps_by_mode.items():
                     timed[mode].append(times[mode]["median"])
                     issued[mode] += issue_us(step, 2, cuda)
             for mode in steps_by_mode:
                 results[tokens][mode] = {
-                    "time_us": summarize(timed[mode], "us"), "issue_us": summarize(issued[mode], "us"),
+                    "time_us": summarize(timed[mode], "us"),
+                    "issue_us": summarize(issued[mode], "us"),
                     "speedup": summarize([e / t for e, t in zip(timed["eager"], timed[mode])], "x"),
-                    **compiled_in.get(mode, {})}
+                    **compiled_in.get(mode, {}),
+                }
             del steps_by_mode, run, x
             graph = None  # frees the captured graph and its memory pool
         torch._dynamo.reset()
@@ -192,17 +205,27 @@ def measure(small: bool = False) -> dict:
 
     points = []
     for tokens in token_counts:
-        points.append({
-            "tokens": tokens,
-            "flops": 2 * tokens * linear_weights,  # the matmuls; elementwise FLOPs are negligible
-            "bytes_min": min_bytes(tokens, d, elem),
-            "bytes_eager": eager_bytes(tokens, d, elem),
-            "modes": results[tokens],
-        })
+        points.append(
+            {
+                "tokens": tokens,
+                "flops": 2 * tokens * linear_weights,  # the matmuls; elementwise FLOPs are negligible
+                "bytes_min": min_bytes(tokens, d, elem),
+                "bytes_eager": eager_bytes(tokens, d, elem),
+                "modes": results[tokens],
+            }
+        )
     return {
-        "repetitions": repeats, "calls_per_repetition": calls, "profiled_steps": steps * profiles,
-        "device": dev, "dtype": str(dtype).removeprefix("torch."), "d_model": d, "blocks": BLOCKS,
-        "params": params, "linear_weights": linear_weights, "modes": modes, "notes": notes,
+        "repetitions": repeats,
+        "calls_per_repetition": calls,
+        "profiled_steps": steps * profiles,
+        "device": dev,
+        "dtype": str(dtype).removeprefix("torch."),
+        "d_model": d,
+        "blocks": BLOCKS,
+        "params": params,
+        "linear_weights": linear_weights,
+        "modes": modes,
+        "notes": notes,
         "points": points,
     }
 
@@ -212,16 +235,20 @@ def report(r: dict) -> None:
     print("us per forward (speedup over eager; first call = compile, s)")
     print(f"{'tokens':>6} " + " ".join(f"{m[:24]:>24}" for m in r["modes"]))
     for p in r["points"]:
-        cells = [f"{s['time_us']['median']:7.1f} ({s['speedup']['median']:4.2f}x"
-                 + (f";{s['first_call_s']['median']:4.1f}s)" if "first_call_s" in s else ")")
-                 for s in (p["modes"][m] for m in r["modes"])]
+        cells = [
+            f"{s['time_us']['median']:7.1f} ({s['speedup']['median']:4.2f}x"
+            + (f";{s['first_call_s']['median']:4.1f}s)" if "first_call_s" in s else ")")
+            for s in (p["modes"][m] for m in r["modes"])
+        ]
         print(f"{p['tokens']:>6} " + " ".join(f"{c:>24}" for c in cells))
     print("per forward: eager host issue vs GPU busy time (us) and kernels; compiled default's")
     for p in r["points"]:
         e, c = p["modes"]["eager"], p["modes"]["default"]
-        print(f"{p['tokens']:>6} issue {e['issue_us']['median']:7.1f}  busy {e['gpu_busy_us']['median']:7.1f}"
-              f"  kernels {e['kernels_per_step']:3}  | compiled busy {c['gpu_busy_us']['median']:7.1f}"
-              f"  kernels {c['kernels_per_step']:3}")
+        print(
+            f"{p['tokens']:>6} issue {e['issue_us']['median']:7.1f}  busy {e['gpu_busy_us']['median']:7.1f}"
+            f"  kernels {e['kernels_per_step']:3}  | compiled busy {c['gpu_busy_us']['median']:7.1f}"
+            f"  kernels {c['kernels_per_step']:3}"
+        )
     for note in r["notes"]:
         print("note:", note)
 

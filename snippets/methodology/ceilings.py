@@ -1,5 +1,6 @@
 """The two ceilings every chapter compares against, measured in the same build as the chapter:
 device-to-device copy bandwidth (bytes read + bytes written) and a large bf16 matrix product."""
+
 import torch
 
 from coursekit.bench import device_name, gpu_us, rate
@@ -23,8 +24,12 @@ def measure(small: bool = False) -> dict:
     return {
         "repetitions": min(copy_us["n"], mm_us["n"]),
         "copy": {"bytes": copy_bytes, "time_us": copy_us, "GBps": rate(copy_us, copy_bytes / 1e9, "GB/s")},
-        "gemm": {"n": n, "dtype": str(dtype).removeprefix("torch."), "time_us": mm_us,
-                 "TFLOPs": rate(mm_us, 2 * n**3 / 1e12, "TFLOP/s")},
+        "gemm": {
+            "n": n,
+            "dtype": str(dtype).removeprefix("torch."),
+            "time_us": mm_us,
+            "TFLOPs": rate(mm_us, 2 * n**3 / 1e12, "TFLOP/s"),
+        },
     }
 
 
