@@ -73,6 +73,42 @@ def device_provenance() -> dict:
     return prov
 
 
+class SnippetError(RuntimeError):
+    """The snippet could not be run as a measurement: the message says what happened."""
+
+
+def snippet_env(small: bool, base: dict | None = None) -> dict:
+    """The environment a snippet runs in. Part of every result's hash (coursekit/results.py):
+    changing how a snippet is run stales what it measured."""
+    env = dict(os.environ if base is None else base)
+    env["PYTHONUNBUFFERED"] = "1"
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    if small:
+        env.setdefault("TRITON_INTERPRET", "1")
+    else:
+        env.pop("TRITON_INTERPRET", None)  # a GPU run must compile Triton kernels, not interpret them
+    return env
+
+
+def call_measure(snippet: Path, small: bool):
+    """Load the snippet as a module (not as __main__: its table printing does not run) and call
+    ``measure(small=...)``. Part of every result's hash, like ``snippet_env``."""
+    spec = importlib.util.spec_from_file_location(f"snippet_{snippet.stem}", snippet)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # torch.compile looks a function's globals up by module name
+    sys.path.insert(0, str(snippet.parent))
+    spec.loader.exec_module(module)
+    if not callable(getattr(module, "measure", None)):
+        raise SnippetError(f"{snippet} defines no measure(small=False) function")
+    try:
+        return module.measure(small=small)
+    except SystemExit as exc:
+        raise SnippetError(
+            f"{snippet}: measure() called sys.exit({exc.code!r}) instead of returning its data"
+        ) from None
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("snippet", type=Path)
@@ -80,18 +116,12 @@ def main(argv=None) -> int:
     parser.add_argument("--small", action="store_true", help="small sizes (CPU runs and tests)")
     args = parser.parse_args(argv)
 
-    # Load the file as a module (not as __main__: its table printing does not run here).
-    spec = importlib.util.spec_from_file_location(f"snippet_{args.snippet.stem}", args.snippet)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # torch.compile looks a function's globals up by module name
-    sys.path.insert(0, str(args.snippet.parent))
-    spec.loader.exec_module(module)
-    if not callable(getattr(module, "measure", None)):
-        print(f"error: {args.snippet} defines no measure(small=False) function", file=sys.stderr)
-        return 2
-
     start = time.perf_counter()
-    data = module.measure(small=args.small)
+    try:
+        data = call_measure(args.snippet, args.small)
+    except SnippetError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     duration = time.perf_counter() - start
     prov = device_provenance()
     prov["duration_s"] = round(duration, 2)
