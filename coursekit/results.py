@@ -18,20 +18,22 @@ Nothing here imports torch: the site build reads results on machines without it.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import math
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from coursekit import deps
 
 ROOT = Path(__file__).resolve().parent.parent
 SNIPPETS_DIR = ROOT / "snippets"
 RESULTS_DIR = ROOT / "build_results"
 REFERENCE_HARDWARE = "nvidia-h200"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 PROVENANCE_FIELDS = (
     "gpu",
@@ -46,8 +48,6 @@ PROVENANCE_FIELDS = (
     "repetitions",
     "duration_s",
 )
-# Project modules whose code changes what a snippet measures, so they are part of its hash.
-HASHED_PROJECT_MODULES = {"coursekit.bench": ROOT / "coursekit" / "bench.py"}
 
 
 class ResultError(ValueError):
@@ -67,90 +67,41 @@ def snippet_key(path: Path) -> str:
     return f"{path.parent.name}/{path.stem}"
 
 
-def _canonical(node) -> str:
-    """A serialisation of an AST that is the same on every Python version the project meets.
-
-    ``ast.dump`` is not: Python 3.12 added fields (``type_params``) that change its text for
-    the same code. Fields that are empty or None are left out, so additions like that vanish.
-    """
-    if isinstance(node, ast.AST):
-        fields = []
-        for name in node._fields:
-            value = getattr(node, name, None)
-            if value is None or value == []:
-                continue
-            fields.append(f"{name}={_canonical(value)}")
-        return f"{type(node).__name__}({','.join(fields)})"
-    if isinstance(node, list):
-        return "[" + ",".join(_canonical(v) for v in node) + "]"
-    return repr(node)
-
-
-def _normalized_ast(source: str) -> str:
-    """The AST without docstrings: comments, formatting and docstrings do not change the hash."""
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (
-            isinstance(body, list)
-            and body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(getattr(body[0], "value", None), ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            node.body = body[1:] or [ast.Pass()]
-    return _canonical(tree)
-
-
-def _direct_imports(path: Path, source: str) -> set[Path]:
-    found = set()
-    for node in ast.walk(ast.parse(source)):
-        names = []
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            # `from coursekit.bench import x` and `from coursekit import bench` both count
-            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-        for name in names:
-            if name in HASHED_PROJECT_MODULES:
-                found.add(HASHED_PROJECT_MODULES[name])
-            sibling = path.parent / f"{name.split('.')[0]}.py"
-            if sibling.exists():
-                found.add(sibling)
-    return found
-
-
-def _local_imports(path: Path, source: str) -> list[Path]:
-    """Sibling modules and hashed project modules the snippet imports, followed transitively."""
-    seen: set[Path] = set()
-    todo = _direct_imports(path, source)
-    while todo:
-        dep = todo.pop()
-        if dep in seen or dep == path:
-            continue
-        seen.add(dep)
-        todo |= _direct_imports(dep, dep.read_text())
-    return sorted(seen)
-
-
 def snippet_hash(path: Path) -> str:
+    """SHA-256 of the snippet's syntax tree (docstrings, comments and formatting left out) and of
+    every project definition it uses, transitively, including how the runner calls it
+    (coursekit/deps.py). A new function in coursekit/bench.py stales nothing; a change to
+    ``host_us`` stales exactly the snippets that use it."""
     path = Path(path)
-    source = path.read_text()
-    digest = hashlib.sha256(_normalized_ast(source).encode())
-    for dep in _local_imports(path, source):
-        digest.update(dep.name.encode())
-        digest.update(_normalized_ast(dep.read_text()).encode())
+    digest = hashlib.sha256(deps.canonical(deps.parse(path).tree).encode())
+    for d in deps.dependencies(path):
+        if d.path.resolve() == path.resolve():
+            continue
+        digest.update(f"\n{deps.relative(d.path)}:{d.name}=".encode())
+        digest.update(deps.definition_text(d).encode())
     return digest.hexdigest()
 
 
 # ---------------------------------------------------------------- validation
 
 
+SLUG = re.compile(r"[a-z0-9][a-z0-9-]*")
+KEY = re.compile(r"[a-z0-9_]+/[a-z0-9_]+")
+SUMMARY_NUMBERS = ("median", "p10", "p90", "min", "max")
+SUMMARY_FIELDS = (*SUMMARY_NUMBERS, "n", "unit")
+PROVENANCE_TEXT = ("gpu", "driver", "cuda", "torch", "triton", "python", "cpu", "date", "commit")
+
+
+def is_number(value) -> bool:
+    """A number as the site uses one: int or float, never a bool (JSON true is not 1)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def check_finite(value, where: str = "data") -> None:
     """Every number is finite and every key a string: what JSON and the site can use."""
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return
-    if isinstance(value, (int, float)):
+    if isinstance(value, int | float):
         if not math.isfinite(value):
             raise ResultError(f"{where} is {value!r}, not a finite number")
         return
@@ -160,49 +111,79 @@ def check_finite(value, where: str = "data") -> None:
                 raise ResultError(f"{where} has a non-string key {k!r}")
             check_finite(v, f"{where}.{k}")
         return
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, list | tuple):
         for i, v in enumerate(value):
             check_finite(v, f"{where}[{i}]")
         return
     raise ResultError(f"{where} is a {type(value).__name__}, which JSON cannot store")
 
 
-def _summaries(value):
+def is_summary(value) -> bool:
+    """A timing summary (coursekit/stats.py): anything with a median or a percentile is one."""
+    return isinstance(value, dict) and any(k in value for k in ("median", "p10", "p90"))
+
+
+def check_summary(s: dict, where: str) -> None:
+    """A summary is complete or rejected: numbers are numbers, percentiles in order."""
+    missing = [k for k in SUMMARY_FIELDS if k not in s]
+    if missing:
+        raise ResultError(f"{where} is a timing summary without {', '.join(missing)}")
+    for k in SUMMARY_NUMBERS:
+        if not is_number(s[k]):
+            raise ResultError(f"{where}.{k} is {s[k]!r} ({type(s[k]).__name__}), not a number")
+    if not isinstance(s["n"], int) or isinstance(s["n"], bool) or s["n"] < 1:
+        raise ResultError(f"{where}.n is {s['n']!r}, not a positive integer")
+    if not isinstance(s["unit"], str):
+        raise ResultError(f"{where}.unit is {s['unit']!r}, not a string")
+    if not s["min"] <= s["p10"] <= s["median"] <= s["p90"] <= s["max"]:
+        raise ResultError(f"{where}: min <= p10 <= median <= p90 <= max does not hold: {s}")
+
+
+def _check_summaries(value, where: str) -> int:
+    """Check every summary inside ``value``; return how many there are."""
+    if is_summary(value):
+        check_summary(value, where)
+        return 1
     if isinstance(value, dict):
-        if {"median", "p10", "p90", "n"} <= value.keys():
-            yield value
-        for v in value.values():
-            yield from _summaries(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _summaries(v)
+        return sum(_check_summaries(v, f"{where}.{k}") for k, v in value.items())
+    if isinstance(value, list):
+        return sum(_check_summaries(v, f"{where}[{i}]") for i, v in enumerate(value))
+    return 0
 
 
-def check_data(data) -> None:
+def check_data(data, where: str = "data") -> None:
     """What a snippet's measure() must return: plain data, repetitions, at least one spread."""
     if not isinstance(data, dict):
         raise ResultError(f"measure() returned a {type(data).__name__}, not a dict")
-    check_finite(data)
+    check_finite(data, where)
     reps = data.get("repetitions")
     if not isinstance(reps, int) or isinstance(reps, bool) or reps < 1:
-        raise ResultError("data.repetitions must be a positive integer (how many timed repetitions)")
-    summaries = list(_summaries(data))
-    if not summaries:
-        raise ResultError("data holds no timing summary (median/p10/p90/n): record the spread")
-    for s in summaries:
-        if not s["p10"] <= s["median"] <= s["p90"]:
-            raise ResultError(f"a summary's percentiles are out of order: {s}")
+        raise ResultError(f"{where}.repetitions must be a positive integer (how many timed repetitions)")
+    if not _check_summaries(data, where):
+        raise ResultError(f"{where} holds no timing summary (median/p10/p90/n): record the spread")
 
 
 def validate(doc, where: str = "result") -> None:
-    """Raise ResultError, naming ``where``, if ``doc`` is not a complete result."""
+    """Raise ResultError, naming ``where`` and the field, if ``doc`` is not a complete result."""
     if not isinstance(doc, dict):
         raise ResultError(f"{where}: not a JSON object")
     if doc.get("schema_version") != SCHEMA_VERSION:
         raise ResultError(f"{where}: schema_version is {doc.get('schema_version')!r}, expected {SCHEMA_VERSION}")
-    for field in ("key", "snippet", "snippet_hash", "hardware", "provenance", "data"):
-        if field not in doc:
-            raise ResultError(f"{where}: missing field {field!r}")
+    for name in ("key", "snippet", "snippet_hash", "hardware", "provenance", "data"):
+        if name not in doc:
+            raise ResultError(f"{where}: missing field {name!r}")
+    for name in ("key", "snippet", "snippet_hash", "hardware"):
+        if not isinstance(doc[name], str):
+            raise ResultError(f"{where}: {name} is {doc[name]!r}, not a string")
+    if not KEY.fullmatch(doc["key"]):
+        raise ResultError(f"{where}: key {doc['key']!r} is not <module folder>/<snippet name>")
+    if not re.fullmatch(r"[0-9a-f]{64}", doc["snippet_hash"]):
+        raise ResultError(f"{where}: snippet_hash is not a SHA-256 in hex")
+    if not SLUG.fullmatch(doc["hardware"]):
+        raise ResultError(f"{where}: hardware {doc['hardware']!r} is not a folder name (a-z, 0-9, -)")
+    snippet = doc["snippet"]
+    if not re.fullmatch(r"snippets/[a-z0-9_]+/[a-z0-9_]+\.py", snippet) or ".." in snippet:
+        raise ResultError(f"{where}: snippet {snippet!r} is not a path snippets/<module>/<name>.py")
     prov = doc["provenance"]
     if not isinstance(prov, dict):
         raise ResultError(f"{where}: provenance is not an object")
@@ -210,9 +191,28 @@ def validate(doc, where: str = "result") -> None:
     if missing:
         raise ResultError(f"{where}: provenance lacks {', '.join(missing)}")
     try:
-        check_data(doc["data"])
+        check_finite(prov, "provenance")
     except ResultError as exc:
         raise ResultError(f"{where}: {exc}") from None
+    for name in PROVENANCE_TEXT:
+        if not isinstance(prov[name], str):
+            raise ResultError(f"{where}: provenance.{name} is {prov[name]!r}, not a string")
+    if not is_number(prov["duration_s"]):
+        raise ResultError(f"{where}: provenance.duration_s is {prov['duration_s']!r}, not a number")
+    processes = prov.get("processes", 1)
+    if not isinstance(processes, int) or isinstance(processes, bool) or processes < 1:
+        raise ResultError(f"{where}: provenance.processes is {processes!r}, not a positive integer")
+    runs = doc.get("runs", [])
+    if not isinstance(runs, list) or len(runs) != processes - 1:
+        raise ResultError(f"{where}: runs must list the data of processes 2..{processes} ({processes - 1} entries)")
+    try:
+        check_data(doc["data"])
+        for i, run in enumerate(runs, 2):
+            check_data(run, f"runs[{i - 2}] (process {i})")
+    except ResultError as exc:
+        raise ResultError(f"{where}: {exc}") from None
+    if prov["repetitions"] != doc["data"]["repetitions"]:
+        raise ResultError(f"{where}: provenance.repetitions differs from data.repetitions")
 
 
 # ---------------------------------------------------------------- reading and writing
@@ -222,14 +222,28 @@ def result_path(key: str, hardware: str, results_dir: Path = RESULTS_DIR) -> Pat
     return Path(results_dir) / hardware / f"{key}.json"
 
 
+_LOADED: dict[Path, tuple[tuple[int, int], dict]] = {}
+
+
 def load(path: Path) -> dict:
-    """Read and validate one results file; errors name the file."""
-    path = Path(path)
+    """Read and validate one results file; errors name the file. A file is read and validated
+    once per process while it is unchanged (the site build asks for the same result many
+    times): treat the returned document as read-only."""
+    path = Path(path).resolve()
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise ResultError(f"{path}: cannot read ({exc.strerror})") from None
+    stamp = (st.st_mtime_ns, st.st_size)
+    cached = _LOADED.get(path)
+    if cached and cached[0] == stamp:
+        return cached[1]
     try:
         doc = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ResultError(f"{path}: not valid JSON ({exc})") from None
     validate(doc, str(path))
+    _LOADED[path] = (stamp, doc)
     return doc
 
 
@@ -253,7 +267,9 @@ def write_atomic(path: Path, doc: dict) -> None:
 
 
 def hardware_sets(results_dir: Path = RESULTS_DIR) -> list[str]:
-    return sorted(p.name for p in Path(results_dir).iterdir() if p.is_dir()) if Path(results_dir).is_dir() else []
+    """The hardware folders holding results (dot-folders and loose files are not sets)."""
+    d = Path(results_dir)
+    return sorted(p.name for p in d.iterdir() if p.is_dir() and SLUG.fullmatch(p.name)) if d.is_dir() else []
 
 
 @dataclass
@@ -266,7 +282,7 @@ class Lookup:
 
 
 def lookup(key: str, field: str, hardware: str, results_dir: Path = RESULTS_DIR) -> Lookup:
-    """``data.<field>`` of result ``key``; a dotted path, list indices as numbers."""
+    """``data.<field>`` of result ``key``: a dotted path, list items chosen by ``[name=value]``."""
     path = result_path(key, hardware, results_dir)
     if not path.exists():
         raise KeyError(f"no result {key!r} for hardware {hardware!r} (expected {path})")
@@ -274,16 +290,68 @@ def lookup(key: str, field: str, hardware: str, results_dir: Path = RESULTS_DIR)
     return Lookup(walk(doc["data"], field, f"{key}: ", str(path)), doc, path)
 
 
+PATH_PART = re.compile(r"(?P<name>[^.\[\]]+)(?:\[(?P<select>[^\]]*)\])?")
+
+
+def split_path(field: str) -> list[tuple[str, str | None]]:
+    """``points[tokens=4096].modes.eager`` -> [("points", "tokens=4096"), ("modes", None), ("eager", None)]."""
+    parts, pos = [], 0
+    while field and pos < len(field):
+        m = PATH_PART.match(field, pos)
+        if not m:
+            raise KeyError(f"cannot read the path {field!r} at {field[pos:]!r}")
+        parts.append((m["name"], m["select"]))
+        pos = m.end()
+        if pos < len(field):
+            if field[pos] != ".":
+                raise KeyError(f"cannot read the path {field!r} at {field[pos:]!r}")
+            pos += 1
+    return parts
+
+
+def _matches(item, conditions: list[tuple[str, str]]) -> bool:
+    if not isinstance(item, dict):
+        return False
+    for name, want in conditions:
+        if name not in item:
+            return False
+        have = item[name]
+        try:
+            if is_number(have) and float(want.replace(",", "").replace("_", "")) == have:
+                continue
+        except ValueError:
+            pass
+        if str(have) != want:
+            return False
+    return True
+
+
 def walk(node, field: str, prefix: str = "", where: str = "the data"):
-    """Follow a dotted path (list indices as numbers) into nested dicts and lists."""
-    for part in field.split(".") if field else []:
-        if isinstance(node, list) and part.lstrip("-").isdigit():
-            idx = int(part)
-            if not -len(node) <= idx < len(node):
-                raise KeyError(f"{prefix}index {part} out of range in {field!r}")
-            node = node[idx]
-        elif isinstance(node, dict) and part in node:
-            node = node[part]
-        else:
-            raise KeyError(f"{prefix}no field {field!r} in {where}")
+    """Follow a dotted path into nested dicts; a list is entered only by selecting one item by its
+    fields, ``points[tokens=4096]`` (several: ``[tokens=4096,mode=eager]``). A position (``points.5``)
+    is refused: it names a sweep point only while the sweep keeps its shape."""
+    for name, select in split_path(field) if field else []:
+        if isinstance(node, list) and name.lstrip("-").isdigit():
+            raise KeyError(
+                f"{prefix}{field!r} picks a list item by position ({name}); select it by its fields, "
+                f"e.g. [tokens=4096], so that it keeps naming the same point when the sweep changes"
+            )
+        if not isinstance(node, dict) or name not in node:
+            raise KeyError(f"{prefix}no field {name!r} (in {field!r}) in {where}")
+        node = node[name]
+        if select is not None:
+            if not isinstance(node, list):
+                raise KeyError(f"{prefix}{name}[{select}] in {field!r}: {name} is not a list in {where}")
+            conditions = []
+            for cond in select.split(","):
+                k, eq, v = cond.partition("=")
+                if not eq or not k.strip():
+                    raise KeyError(f"{prefix}{name}[{select}] in {field!r}: a selector is [field=value,...]")
+                conditions.append((k.strip(), v.strip()))
+            found = [item for item in node if _matches(item, conditions)]
+            if len(found) != 1:
+                raise KeyError(
+                    f"{prefix}{name}[{select}] in {field!r} matches {len(found)} items of {where}, not exactly one"
+                )
+            node = found[0]
     return node

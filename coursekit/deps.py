@@ -1,0 +1,288 @@
+"""What a snippet depends on, definition by definition: for its hash and for its download.
+
+A snippet uses a few helpers from ``coursekit`` (``from coursekit.bench import host_us``) and
+sometimes from a sibling snippet. Hashing whole files would make one new function in
+``bench.py`` stale every stored result; so the hash covers the snippet's own syntax tree plus,
+transitively, the syntax tree of each *definition* it uses (a function, a class, a module-level
+constant, an import), and the module-level statements that run when such a module is imported.
+
+The same walk gives the download a reader gets from the site: the snippet with each project
+import replaced by the source of the definitions it uses, so that one file runs alone.
+
+Nothing here imports torch: the site build uses it too.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT_PACKAGE = "coursekit"
+# What decides how a snippet is run is part of what its result depends on (coursekit/runner.py).
+RUNNER_DEFINITIONS = (("coursekit.runner", "call_measure"), ("coursekit.runner", "snippet_env"))
+
+
+@dataclass
+class Module:
+    """A parsed project module: its top-level definitions by name, and everything else."""
+
+    name: str
+    path: Path
+    source: str
+    tree: ast.Module
+    defs: dict[str, list[ast.stmt]] = field(default_factory=dict)  # name -> the statements binding it
+    always: list[ast.stmt] = field(default_factory=list)  # module-level code that runs on import
+
+
+def canonical(node) -> str:
+    """A serialisation of an AST that is the same on every Python version the project meets.
+
+    ``ast.dump`` is not: Python 3.12 added fields (``type_params``) that change its text for the
+    same code. Fields that are empty or None are left out, so additions like that vanish.
+    """
+    if isinstance(node, ast.AST):
+        parts = []
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if value is None or value == []:
+                continue
+            parts.append(f"{name}={canonical(value)}")
+        return f"{type(node).__name__}({','.join(parts)})"
+    if isinstance(node, list):
+        return "[" + ",".join(canonical(v) for v in node) + "]"
+    return repr(node)
+
+
+def strip_docstrings(tree: ast.AST) -> ast.AST:
+    """Docstrings do not change what code measures: drop them (in place) before hashing."""
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(getattr(body[0], "value", None), ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def _bound_names(stmt: ast.stmt) -> list[str]:
+    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return [stmt.name]
+    if isinstance(stmt, ast.Import | ast.ImportFrom):
+        return [(a.asname or a.name).split(".")[0] for a in stmt.names]
+    targets = []
+    if isinstance(stmt, ast.Assign):
+        targets = stmt.targets
+    elif isinstance(stmt, ast.AnnAssign | ast.AugAssign):
+        targets = [stmt.target]
+    names = []
+    for t in targets:
+        names += [n.id for n in ast.walk(t) if isinstance(n, ast.Name)]
+    return names
+
+
+def _is_main_guard(stmt: ast.stmt) -> bool:
+    return (
+        isinstance(stmt, ast.If)
+        and isinstance(stmt.test, ast.Compare)
+        and isinstance(stmt.test.left, ast.Name)
+        and stmt.test.left.id == "__name__"
+    )
+
+
+@lru_cache(maxsize=256)
+def _parse(path: Path, mtime_ns: int) -> Module:
+    source = path.read_text()
+    tree = strip_docstrings(ast.parse(source))
+    mod = Module(name=path.stem, path=path, source=source, tree=tree)
+    for stmt in tree.body:
+        names = _bound_names(stmt)
+        if names:
+            for n in names:
+                mod.defs.setdefault(n, []).append(stmt)
+        elif not _is_main_guard(stmt):
+            mod.always.append(stmt)  # e.g. a top-level torch setting: runs whenever the module is imported
+    return mod
+
+
+def parse(path: Path) -> Module:
+    path = Path(path).resolve()
+    return _parse(path, path.stat().st_mtime_ns)
+
+
+def resolve(module: str, importer: Path) -> Path | None:
+    """The file of a project module: ``coursekit.x`` or a sibling of the importing snippet."""
+    if module == PROJECT_PACKAGE or module.startswith(PROJECT_PACKAGE + "."):
+        path = ROOT.joinpath(*module.split(".")).with_suffix(".py")
+        return path if path.exists() else None
+    sibling = Path(importer).parent / f"{module.split('.')[0]}.py"
+    return sibling if "." not in module and sibling.exists() else None
+
+
+def _used_names(nodes) -> set[str]:
+    return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _attribute_uses(nodes, alias: str) -> set[str] | None:
+    """Attributes read from a module alias (``b.host_us``); None if the alias is used bare."""
+    attrs, bare = set(), False
+    for node in nodes:
+        for n in ast.walk(node):
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == alias:
+                attrs.add(n.attr)
+        names = [n for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == alias]
+        parents = [n.value for n in ast.walk(node) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)]
+        bare |= any(all(p is not name for p in parents) for name in names)
+    return None if bare else attrs
+
+
+@dataclass(frozen=True)
+class Definition:
+    path: Path
+    name: str  # "*" for a whole module (used bare, e.g. passed around as an object)
+
+
+def _project_imports(stmts, importer: Path) -> dict[str, tuple[Path, str | None]]:
+    """Local names bound by project imports in ``stmts``: name -> (module file, attribute or None)."""
+    found = {}
+    for stmt in stmts:
+        if isinstance(stmt, ast.ImportFrom) and stmt.level == 0 and stmt.module:
+            path = resolve(stmt.module, importer)
+            for a in stmt.names:
+                sub = resolve(f"{stmt.module}.{a.name}", importer) if stmt.module == PROJECT_PACKAGE else None
+                if sub is not None:  # from coursekit import bench
+                    found[a.asname or a.name] = (sub, None)
+                elif path is not None:
+                    found[a.asname or a.name] = (path, a.name)
+        elif isinstance(stmt, ast.Import):
+            for a in stmt.names:
+                path = resolve(a.name, importer)
+                if path is not None:
+                    found[a.asname or a.name.split(".")[0]] = (path, None)
+    return found
+
+
+def dependencies(snippet: Path, extra: tuple[tuple[str, str], ...] = RUNNER_DEFINITIONS) -> list[Definition]:
+    """Every project definition the snippet uses, transitively, in a stable order."""
+    snippet = Path(snippet).resolve()
+    root = parse(snippet)
+    seen: set[Definition] = set()
+    todo: list[Definition] = []
+
+    def uses_from(stmts, module: Module):
+        """Queue what ``stmts`` (of ``module``) use from the project."""
+        imports = _project_imports(module.tree.body, module.path)
+        for name in _used_names(stmts) | {n for s in stmts for n in _bound_names(s)}:
+            if name in imports:
+                path, attr = imports[name]
+                if attr is not None:
+                    todo.append(Definition(path, attr))
+                else:
+                    attrs = _attribute_uses(stmts, name)
+                    todo.extend(Definition(path, a) for a in (attrs if attrs is not None else ["*"]))
+            elif module.path != snippet and name in module.defs:
+                todo.append(Definition(module.path, name))
+
+    uses_from(root.tree.body, root)
+    for mod_name, name in extra:
+        path = resolve(mod_name, snippet)
+        if path is not None:
+            todo.append(Definition(path, name))
+    while todo:
+        d = todo.pop()
+        if d in seen:
+            continue
+        seen.add(d)
+        mod = parse(d.path)
+        stmts = mod.tree.body if d.name == "*" else mod.defs.get(d.name)
+        if stmts is None:
+            raise ImportError(f"{d.path} defines no {d.name!r}, which a snippet imports")
+        # module-level code of a module runs on import: it is part of anything taken from it
+        uses_from(list(stmts) + mod.always, mod)
+    return sorted(seen, key=lambda d: (str(d.path), d.name))
+
+
+def definition_text(d: Definition) -> str:
+    """The canonical AST of one definition (and of its module's import-time code)."""
+    mod = parse(d.path)
+    stmts = mod.tree.body if d.name == "*" else mod.defs[d.name]
+    return canonical(list(stmts)) + "|" + canonical(mod.always)
+
+
+def relative(path: Path) -> str:
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
+
+
+# ---------------------------------------------------------------- the download
+
+
+def _lines(mod: Module, stmt: ast.stmt) -> list[str]:
+    start = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])])
+    return mod.source.splitlines()[start - 1 : stmt.end_lineno]
+
+
+def _original_statements(path: Path) -> list[ast.stmt]:
+    """Top-level statements with docstrings kept (the download shows the code as written)."""
+    return ast.parse(Path(path).read_text()).body
+
+
+def standalone(snippet: Path) -> str:
+    """The snippet as one file that runs alone: project imports replaced by what they import.
+
+    Definitions come in their modules' order, each module's needed imports first; section
+    markers for the site (``# --8<--``) are dropped.
+    """
+    snippet = Path(snippet).resolve()
+    deps = [d for d in dependencies(snippet, extra=()) if d.path != snippet]
+    by_module: dict[Path, set[str]] = {}
+    for d in deps:
+        by_module.setdefault(d.path, set()).add(d.name)
+    source_lines = snippet.read_text().splitlines()
+    body = _original_statements(snippet)
+    # Modules in dependency order: a module whose definitions others use comes first.
+    order = sorted(by_module, key=lambda p: (p.parent != ROOT / PROJECT_PACKAGE, str(p)))
+    inlined: list[str] = []
+    for path in order:
+        mod = parse(path)
+        names = by_module[path]
+        stmts = _original_statements(path)
+        keep = []
+        for stmt in stmts:
+            if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__":
+                continue
+            if _is_main_guard(stmt) or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
+                continue
+            bound = _bound_names(stmt)
+            if "*" in names or not bound or set(bound) & names:
+                if isinstance(stmt, ast.Import | ast.ImportFrom) and _project_imports([stmt], path):
+                    continue  # its definitions are inlined from their own module
+                keep.append(stmt)
+            elif isinstance(stmt, ast.Import | ast.ImportFrom):
+                keep.append(stmt)  # imports are cheap and the kept definitions may need them
+        text = [ln for s in keep for ln in _lines(mod, s)]
+        inlined.append(f"# ---- from {relative(path)} (inlined: the course's helpers, so this file runs alone)")
+        inlined += text + [""]
+    out = []
+    first_import = min(
+        (s.lineno for s in body if isinstance(s, ast.Import | ast.ImportFrom) and _project_imports([s], snippet)),
+        default=None,
+    )
+    for i, line in enumerate(source_lines, 1):
+        if first_import is not None and i == first_import:
+            out += inlined + ["# ---- the snippet"]
+        stmt_here = any(
+            s.lineno <= i <= s.end_lineno
+            for s in body
+            if isinstance(s, ast.Import | ast.ImportFrom) and _project_imports([s], snippet)
+        )
+        if stmt_here:
+            continue
+        out.append(line)
+    return "\n".join(ln for ln in out if not ln.lstrip().startswith("# --8<--")) + "\n"
