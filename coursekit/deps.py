@@ -267,7 +267,7 @@ def standalone(snippet: Path) -> str:
             elif isinstance(stmt, ast.Import | ast.ImportFrom):
                 keep.append(stmt)  # imports are cheap and the kept definitions may need them
         text = [ln for s in keep for ln in _lines(mod, s)]
-        inlined.append(f"# ---- from {relative(path)} (inlined: the course's helpers, so this file runs alone)")
+        inlined.append(f"# ---- {relative(path)}, inlined: the course's helpers this file uses, so that it runs alone")
         inlined += text + [""]
     out = []
     first_import = min(

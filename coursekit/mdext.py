@@ -1,9 +1,13 @@
 """Markdown extension: measured numbers, figures and provenance from build_results/.
 
-Placeholders (one syntax family, ``{{ ... }}``):
+Placeholders (one syntax family, ``{{ ... }}``; the kinds are the registry ``KINDS`` below):
 
     {{ m02/host_overhead:host_us.no_grad | .1f }}   a value: data.<path> of result m02/host_overhead
+    {{ m03/modes:points[tokens=4096].modes.eager.time_us | .0f }}
+                                                    a list item is chosen by its fields, never by position
     {{ m02/crossover:bytes | /1e6 .0f }}            scaled first: bytes printed as MB
+    {{ m02/host_overhead:host_us.no_grad | .1f range }}
+                                                    the range of the medians over the result's processes
     {{ m02/crossover:@provenance.torch }}           a field of the result document itself
     {{ output m02/profile_breakdown:table }}        a stored text (a printed table) as a block
     {{ figure m02/crossover }}                      function crossover() of snippets/m02/figures.py
@@ -13,22 +17,24 @@ Placeholders (one syntax family, ``{{ ... }}``):
     {{ provenance m02/host_overhead }}              an expander: hardware, versions, date, downloads
     {{ cited 4.8 TB/s | NVIDIA H200 datasheet }}    a number from a named source, not measured here
     {{ hardware-sets }}                             a table of every hardware folder in build_results/
-    {{ assert m02/a:x.y < m02/b:z }}                a claim the prose makes about two measurements
-                                                    (<, >, <=, >=; medians); renders nothing
+    {{ assert m02/a:x.y < m02/b:z }}                a claim the prose makes about two measurements;
+                                                    renders nothing (see ``claim`` for when it holds)
     {{ reading-time part-j/02-eager-per-op.md }}    minutes of prose at 220 words a minute (pages summed)
 
-A value that ends at a timing summary prints its median; hovering shows the spread and where it
-was measured. A placeholder naming a missing result, field or figure stops the build with an
-error that names the page and the key. The extension is a Python-Markdown preprocessor that runs
-after pymdownx.snippets (priority 32), so placeholders inside included files are filled too.
+A value that ends at a timing summary prints its median; hovering shows the spread, the other
+processes' medians and where it was measured. A numeric format demands a number. A placeholder
+that cannot be filled stops the build with an error that names the page, the line and the key;
+so does any ``{{`` or ``}}`` left over outside code (write ``\\{{`` for literal braces).
+
+The extension is a Python-Markdown preprocessor that runs after pymdownx.snippets (priority
+32), so placeholders inside included files are filled too. Result files are read and validated
+once per build (coursekit/results.py caches them) and each figures.py is imported once.
 """
 
 from __future__ import annotations
 
-import base64
 import html
 import importlib.util
-import json
 import os
 import re
 from pathlib import Path
@@ -37,12 +43,17 @@ from markdown import Extension
 from markdown.preprocessors import Preprocessor
 
 from coursekit import results as store
+from coursekit import stats
 
 PLACEHOLDER = re.compile(r"(?<!\\)\{\{\s*(?P<body>[^{}]+?)\s*\}\}")
 FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
-VALUE = re.compile(r"^(?P<key>[a-z0-9_]+/[a-z0-9_]+)\s*:\s*(?P<field>@?[\w.\-]+)\s*(?:\|\s*(?P<fmt>[^|]*))?$")
+INLINE_CODE = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)")
+VALUE = re.compile(
+    r"^(?P<key>[a-z0-9_]+/[a-z0-9_]+)\s*:\s*(?P<field>@?[\w.\-]+(?:\[[^\]]*\][\w.\-]*)*)\s*(?:\|\s*(?P<fmt>[^|]*))?$"
+)
 WORDS_PER_MINUTE = 220
 STUB_MARK = '!!! note "In preparation"'
+DOWNLOADS = "downloads"  # site folder of the generated snippet downloads and raw data (coursekit/plugin.py)
 
 
 try:  # under MkDocs, a BuildError stops the build with the message and no traceback
@@ -55,17 +66,6 @@ class PlaceholderError(_BuildFailure):
     """A placeholder that cannot be filled: the build must stop."""
 
 
-def _pages_containing(text: str, docs_dir: Path, snippets_dir: Path) -> str:
-    hits = [
-        str(p)
-        for d in (docs_dir, snippets_dir)
-        if d.is_dir()
-        for p in sorted(d.rglob("*"))
-        if p.suffix in (".md", ".py") and text in p.read_text(errors="replace")
-    ]
-    return ", ".join(hits) or "an unknown page"
-
-
 def prose_words(markdown_text: str) -> int:
     """Words of prose: outside code fences, HTML tags, placeholders and snippet includes."""
     text = re.sub(r"^(```|~~~).*?^\1", " ", markdown_text, flags=re.S | re.M)
@@ -73,31 +73,47 @@ def prose_words(markdown_text: str) -> int:
     return len(re.findall(r"[A-Za-z0-9][\w'’.-]*", text))
 
 
-def _fmt(value, spec: str) -> str:
-    """Python format spec, optionally after a scale: "/1e6 .0f" prints value / 1e6 with .0f."""
-    spec = (spec or "").strip()
-    if isinstance(value, str):
-        return value
-    scale = re.match(r"^([/*])\s*([0-9.e+-]+)\s*", spec)
-    if scale:
-        factor = float(scale[2])
-        value = value / factor if scale[1] == "/" else value * factor
-        spec = spec[scale.end() :]
-    if isinstance(value, float) and spec.endswith("d"):
-        value = round(value)
-    return format(value, spec)
-
-
-def _data_uri(text: str, mime: str) -> str:
-    return f"data:{mime};base64,{base64.b64encode(text.encode()).decode()}"
-
-
 def _short_versions(prov: dict) -> str:
     parts = [prov.get("gpu", "?")]
     parts += [f"{k} {prov[k]}" for k in ("torch", "triton", "jax") if prov.get(k)]
     parts.append(f"CUDA {prov.get('cuda')}")
     parts.append(str(prov.get("date", "?"))[:10])
-    return ", ".join(parts)
+    return ", ".join(str(p) for p in parts)
+
+
+# ---------------------------------------------------------------- caches shared by every page
+
+_FIGURE_MODULES: dict[Path, tuple[int, object]] = {}
+_COMPUTED: dict[tuple, tuple[object, dict, list]] = {}
+
+
+def _figures_module(path: Path):
+    """snippets/<module>/figures.py, imported once while unchanged."""
+    path = path.resolve()
+    stamp = path.stat().st_mtime_ns
+    cached = _FIGURE_MODULES.get(path)
+    if cached and cached[0] == stamp:
+        return cached[1]
+    spec = importlib.util.spec_from_file_location(f"figures_{path.parent.name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    _FIGURE_MODULES[path] = (stamp, mod)
+    return mod
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = Path(path).stat()
+        return st.st_mtime_ns, st.st_size
+    except OSError:
+        return None
+
+
+class Interval:
+    """What a claim compares: the range a measurement can be said to take."""
+
+    def __init__(self, lo: float, hi: float, text: str):
+        self.lo, self.hi, self.text = lo, hi, text
 
 
 class ResultsPreprocessor(Preprocessor):
@@ -107,13 +123,61 @@ class ResultsPreprocessor(Preprocessor):
         self.results_dir = Path(config["results_dir"])
         self.snippets_dir = Path(config["snippets_dir"])
         self.docs_dir = Path(config["docs_dir"])
-        self.fallbacks: set[str] = set()
+        self.kinds = {  # the registry: name -> handler(rest of the placeholder, placeholder)
+            "figure": self.figure,
+            "provenance": self.provenance,
+            "output": self.output,
+            "cited": self.cited,
+            "assert": self.claim,
+            "hardware-sets": self.hardware_sets,
+            "reading-time": self.reading_time,
+        }
+        self.line = 0  # the line being filled, in the text after snippet expansion
 
-    # ------------------------------------------------------------------ helpers
+    # ------------------------------------------------------------------ where and errors
+    def page(self) -> Path | None:
+        """The page being built, when MkDocs builds it (its relpath treeprocessor knows the file)."""
+        tp = self.md.treeprocessors["relpath"] if "relpath" in self.md.treeprocessors else None
+        src = getattr(getattr(tp, "file", None), "src_uri", None)
+        return self.docs_dir / src if src else None
+
+    def url_prefix(self) -> str:
+        """From the page being built to the site's root: '../' per folder of its URL."""
+        tp = self.md.treeprocessors["relpath"] if "relpath" in self.md.treeprocessors else None
+        url = getattr(getattr(tp, "file", None), "url", None)
+        return "../" * url.count("/") if url else ""
+
+    def where(self, placeholder: str) -> str:
+        """``page:line`` for every line that holds the placeholder: on the page being built, in the
+        snippet files it includes, or (outside MkDocs) anywhere under docs/ and snippets/."""
+        page = self.page()
+        candidates = [page] if page else []
+        if page is None:
+            candidates = [p for d in (self.docs_dir, self.snippets_dir) if d.is_dir() for p in sorted(d.rglob("*.md"))]
+        candidates += sorted(self.snippets_dir.rglob("*.py")) if self.snippets_dir.is_dir() else []
+        hits = []
+        for p in candidates:
+            try:
+                lines = p.read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            hits += [f"{p}:{i}" for i, line in enumerate(lines, 1) if placeholder in line]
+        if hits:
+            return ", ".join(hits)
+        return f"{page or 'an unknown page'} (line {self.line} after snippet expansion)"
+
     def fail(self, placeholder: str, why: str):
-        where = _pages_containing(placeholder, self.docs_dir, self.snippets_dir)
-        raise PlaceholderError(f"{where}: {placeholder} — {why} (hardware {self.hardware!r})")
+        raise PlaceholderError(f"{self.where(placeholder)}: {placeholder} — {why} (hardware {self.hardware!r})")
 
+    def check_hardware(self):
+        sets = store.hardware_sets(self.results_dir)
+        if self.hardware not in sets:
+            raise PlaceholderError(
+                f"COURSE_HARDWARE / mkdocs.yml names the hardware folder {self.hardware!r}, but "
+                f"{self.results_dir} holds only: {', '.join(sets) or 'nothing'}"
+            )
+
+    # ------------------------------------------------------------------ stored results
     def doc(self, key: str, placeholder: str) -> dict:
         try:
             return self.lookup(key, "").doc
@@ -136,16 +200,51 @@ class ResultsPreprocessor(Preprocessor):
                 raise
             if store.result_path(key, self.hardware, self.results_dir).exists():
                 raise  # the result exists here but lacks the field: that is an error, not a gap
-            found = store.lookup(key, field, store.REFERENCE_HARDWARE, self.results_dir)
-            self.fallbacks.add(key)
-            return found
+            return store.lookup(key, field, store.REFERENCE_HARDWARE, self.results_dir)
 
     def stash(self, html_text: str) -> str:
         return self.md.htmlStash.store(html_text)
 
+    def across_processes(self, doc: dict, field: str, placeholder: str) -> list:
+        """The value at ``field`` in each process's data (process 1 first)."""
+        if "derived_from" in doc:
+            return doc["per_process"]
+        out = []
+        for i, data in enumerate([doc["data"], *doc.get("runs", [])], 1):
+            try:
+                out.append(store.walk(data, field, f"{doc['key']}: ", f"process {i}'s data"))
+            except KeyError as exc:
+                self.fail(placeholder, str(exc).strip("'\""))
+        return out
+
+    # ------------------------------------------------------------------ formatting
+    def format_number(self, value, spec: str, placeholder: str, what: str) -> str:
+        """A Python format spec, optionally after a scale ("/1e6 .0f"); a numeric spec demands a number."""
+        spec = (spec or "").strip()
+        if isinstance(value, str):
+            if spec:
+                self.fail(placeholder, f"{what} is the text {value!r}; the format {spec!r} needs a number")
+            return value
+        if not store.is_number(value):
+            self.fail(placeholder, f"{what} is {value!r} ({type(value).__name__}), not a number or text")
+        scale = re.match(r"^([/*])\s*([0-9.e+-]+)\s*", spec)
+        try:
+            if scale:
+                factor = float(scale[2])
+                value = value / factor if scale[1] == "/" else value * factor
+                spec = spec[scale.end() :]
+            if isinstance(value, float) and spec.endswith("d"):
+                value = round(value)
+            return format(value, spec)
+        except (ValueError, TypeError, ZeroDivisionError) as exc:
+            self.fail(placeholder, f"format {spec!r} does not apply to {what}: {exc}")
+
     # ------------------------------------------------------------------ kinds
     def value(self, m: re.Match, placeholder: str) -> str:
-        key, field, fmt = m["key"], m["field"], m["fmt"]
+        key, field, fmt = m["key"], m["field"], (m["fmt"] or "").strip()
+        want_range = fmt.endswith("range")
+        fmt = fmt.removesuffix("range").strip()
+        what = f"{key}:{field}"
         if field.startswith("@"):
             doc = self.doc(key, placeholder)
             node = doc
@@ -153,53 +252,74 @@ class ResultsPreprocessor(Preprocessor):
                 if not isinstance(node, dict) or part not in node:
                     self.fail(placeholder, f"no field {field[1:]!r} in result {key!r}")
                 node = node[part]
+            values = [node]
         else:
             found = self.find(key, field, placeholder)
             node, doc = found.value, found.doc
-        spread = ""
-        try:
-            if isinstance(node, dict) and "median" in node:
-                spread = (
-                    f"median of {node['n']}; 10th–90th percentile "
-                    f"{_fmt(node['p10'], fmt)}–{_fmt(node['p90'], fmt)} {node.get('unit', '')}; "
-                )
-                node = node["median"]
-            if isinstance(node, (dict, list)) or node is None:
-                self.fail(placeholder, f"{key}:{field} is a {type(node).__name__}, not a number or text")
-            text = _fmt(node, fmt)
-        except (ValueError, TypeError, ZeroDivisionError) as exc:
-            self.fail(placeholder, f"format {fmt!r} does not apply to {key}:{field}: {exc}")
-        source = (
-            f"computed by {doc['snippet']} from {', '.join(doc['derived_from'])}, measured"
-            if "derived_from" in doc
-            else f"measured by {doc['snippet']}"
-        )
-        title = f"{spread}{source} on {_short_versions(doc['provenance'])}"
+            values = self.across_processes(doc, field, placeholder)
+        notes = []
+        if store.is_summary(node):
+            notes.append(
+                f"median of {node['n']}; {self.spread_words(node)} "
+                f"{self.format_number(node['p10'], fmt, placeholder, what)}–"
+                f"{self.format_number(node['p90'], fmt, placeholder, what)} {node.get('unit', '')}"
+            )
+            node = node["median"]
+            values = [v["median"] if store.is_summary(v) else v for v in values]
+        elif isinstance(node, dict | list) or node is None:
+            self.fail(placeholder, f"{what} is a {type(node).__name__}, not a number or text")
+        text = self.format_number(node, fmt, placeholder, what)
+        if len(values) > 1:
+            notes.append(f"process medians {', '.join(self.format_number(v, fmt, placeholder, what) for v in values)}")
+        if want_range:
+            if len(values) < 2:
+                self.fail(placeholder, f"'range' needs a result measured in several processes; {key} has one")
+            text = (
+                f"{self.format_number(min(values), fmt, placeholder, what)}–"
+                f"{self.format_number(max(values), fmt, placeholder, what)}"
+            )
+        return self.stash(self.measured_span(text, doc, notes))
+
+    @staticmethod
+    def spread_words(s: dict) -> str:
+        # with few samples the nearest-rank percentiles are the extremes: say what they are
+        return "10th–90th percentile" if s["n"] >= 10 else "min–max"
+
+    def source_words(self, doc: dict) -> str:
+        if "derived_from" in doc:
+            return f"computed by {doc['snippet']} from {', '.join(doc['derived_from'])}, measured"
+        return f"measured by {doc['snippet']}"
+
+    def measured_span(self, text: str, doc: dict, notes: list[str]) -> str:
+        title = "; ".join([*notes, f"{self.source_words(doc)} on {_short_versions(doc['provenance'])}"])
         css = "measured"
         if doc["hardware"] != self.hardware:
             title = f"not measured on {self.hardware}: the {doc['hardware']} value; " + title
             css += " fallback"
-        return self.stash(f'<span class="{css}" title="{html.escape(title)}">{html.escape(text)}</span>')
+        return f'<span class="{css}" title="{html.escape(title)}">{html.escape(text)}</span>'
 
-    def call_figures(self, name: str, placeholder: str):
-        """Call function <func> of snippets/<module>/figures.py with the results it asks for."""
+    def call_figures(self, name: str, placeholder: str, run: int = 0):
+        """Call function <func> of snippets/<module>/figures.py with the results it asks for;
+        ``run`` picks which process's data each result gives (the last one a result has)."""
         if not re.fullmatch(r"[a-z0-9_]+/[a-z0-9_]+", name):
             self.fail(placeholder, "a figure is named <module folder>/<function in its figures.py>")
         module_dir, func = name.split("/")
         path = self.snippets_dir / module_dir / "figures.py"
         if not path.exists():
             self.fail(placeholder, f"no {path}")
-        spec = importlib.util.spec_from_file_location(f"figures_{module_dir}", path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        fn = getattr(mod, func, None)
+        try:
+            fn = getattr(_figures_module(path), func, None)
+        except Exception as exc:  # a bug in figures.py at import time
+            self.fail(placeholder, f"{path} failed to import: {type(exc).__name__}: {exc}")
         if not callable(fn):
             self.fail(placeholder, f"{path} has no function {func}()")
         used: dict[str, dict] = {}
 
         def results(key: str) -> dict:
-            used[key] = self.doc(key, placeholder)
-            return used[key]["data"]
+            doc = self.doc(key, placeholder)
+            used[key] = doc
+            runs = [doc["data"], *doc.get("runs", [])]
+            return runs[min(run, len(runs) - 1)]
 
         try:
             return fn(results), used, path
@@ -207,6 +327,20 @@ class ResultsPreprocessor(Preprocessor):
             raise
         except Exception as exc:  # a bug in the figure code: name the figure, not just the page
             self.fail(placeholder, f"{path}:{func}() raised {type(exc).__name__}: {exc}")
+
+    def computed(self, name: str, placeholder: str, run: int):
+        """call_figures, cached over the whole build while figures.py and the results it read are unchanged."""
+        path = self.snippets_dir / name.split("/")[0] / "figures.py"
+        cache_key = (str(path.resolve()), _stamp(path), name, run, self.hardware, str(self.results_dir))
+        hit = _COMPUTED.get(cache_key)
+        if hit and all(_stamp(p) == s for p, s in hit[2]):
+            return hit[0], hit[1], path
+        value, used, path = self.call_figures(name, placeholder, run)
+        stamps = [
+            (p, _stamp(p)) for p in (store.result_path(k, d["hardware"], self.results_dir) for k, d in used.items())
+        ]
+        _COMPUTED[cache_key] = (value, used, stamps)
+        return value, used, path
 
     def find(self, key: str, field: str, placeholder: str) -> store.Lookup:
         """A stored value, or one that snippets/<module>/figures.py computes from stored values."""
@@ -225,13 +359,22 @@ class ResultsPreprocessor(Preprocessor):
                 or not re.search(rf"^def {re.escape(func)}\(", figures.read_text(), re.M)
             ):
                 self.fail(placeholder, stored_error)
-        computed, used, path = self.call_figures(key, placeholder)
+        computed, used, path = self.computed(key, placeholder, 0)
+        if not used:
+            self.fail(placeholder, f"{path}:{func}() read no stored result, so it measured nothing")
         try:
             value = store.walk(computed, field, f"{key}: ", f"what {path}:{func}() returns")
         except KeyError as exc:
             self.fail(placeholder, str(exc).strip("'\""))
-        if not used:
-            self.fail(placeholder, f"{path}:{func}() read no stored result, so it measured nothing")
+        # the same computation on each process's data, for claims and the hover
+        processes = max(len(d.get("runs", [])) + 1 for d in used.values())
+        per_process = [value]
+        for run in range(1, processes):
+            again, _, _ = self.computed(key, placeholder, run)
+            try:
+                per_process.append(store.walk(again, field, f"{key}: ", f"what {path}:{func}() returns"))
+            except KeyError as exc:
+                self.fail(placeholder, str(exc).strip("'\""))
         first = next(iter(used.values()))
         hardware = next((d["hardware"] for d in used.values() if d["hardware"] != self.hardware), self.hardware)
         doc = {
@@ -239,26 +382,29 @@ class ResultsPreprocessor(Preprocessor):
             "hardware": hardware,
             "provenance": first["provenance"],
             "derived_from": sorted(used),
+            "per_process": per_process,
         }
         return store.Lookup(value, doc, path)
 
     def figure(self, name: str, placeholder: str) -> str:
         module_dir, _, func = name.partition("/")
         fig, used, path = self.call_figures(name, placeholder)
+        if not callable(getattr(fig, "to_json", None)) or not hasattr(fig, "layout"):
+            self.fail(placeholder, f"{path}:{func}() returned a {type(fig).__name__}, not a plotly Figure")
         fig.layout.template = None  # the page's palette is applied in the browser (figures.js)
         spec_json = fig.to_json()
         if len(spec_json) > 400_000:
             self.fail(placeholder, f"figure data is {len(spec_json)} bytes; keep a figure under 400 kB")
         caption = "; ".join(self.provenance_line(k, d) for k, d in used.items())
         return self.stash(
-            f'<figure class="course-figure" id="fig-{module_dir}-{func}">'
+            f'<figure class="course-figure" id="fig-{html.escape(module_dir)}-{html.escape(func)}">'
             f'<div class="course-plot" data-plotly="{html.escape(spec_json)}"></div>'
             f'<figcaption class="provenance-line">{caption}</figcaption></figure>'
         )
 
     def output(self, body: str, placeholder: str) -> str:
         m = VALUE.match(body)
-        if not m:
+        if not m or m["fmt"]:
             self.fail(placeholder, "an output is written {{ output module/snippet:field }}")
         found = self.find(m["key"], m["field"], placeholder)
         if not isinstance(found.value, str):
@@ -268,10 +414,21 @@ class ResultsPreprocessor(Preprocessor):
             f'<p class="provenance-line">{self.provenance_line(m["key"], found.doc)}</p></div>'
         )
 
+    def snippet_path(self, doc: dict, placeholder: str) -> Path:
+        """The result's snippet, which must lie inside snippets/ (results are data, not trusted paths)."""
+        path = (self.snippets_dir.parent / doc["snippet"]).resolve()
+        if not path.is_relative_to(self.snippets_dir.resolve()):
+            self.fail(placeholder, f"result {doc.get('key')!r} names the snippet {doc['snippet']!r}, outside snippets/")
+        return path
+
+    def data_link(self, doc: dict) -> str:
+        return f"{self.url_prefix()}{DOWNLOADS}/data/{doc['hardware']}/{doc['key']}.json"
+
+    def snippet_link(self, key: str) -> str:
+        return f"{self.url_prefix()}{DOWNLOADS}/{key}.py"
+
     def provenance_line(self, key: str, doc: dict) -> str:
         prov = doc["provenance"]
-        raw = _data_uri(json.dumps(doc, indent=1), "application/json")
-        name = key.replace("/", "_")
         note = (
             f"<strong>Not measured on {html.escape(self.hardware)}; reference data:</strong> "
             if doc["hardware"] != self.hardware
@@ -284,7 +441,7 @@ class ResultsPreprocessor(Preprocessor):
             )
         return (
             f"{note}Measured by <code>{html.escape(doc['snippet'])}</code> on {html.escape(_short_versions(prov))} "
-            f'(<a download="{name}.json" href="{raw}">raw data</a>)'
+            f'(<a download href="{html.escape(self.data_link(doc))}">raw data</a>)'
         )
 
     def provenance(self, key: str, placeholder: str) -> str:
@@ -293,61 +450,121 @@ class ResultsPreprocessor(Preprocessor):
         rows = "".join(
             f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>" for k, v in sorted(prov.items())
         )
-        rows += f"<tr><td>snippet hash</td><td><code>{doc['snippet_hash'][:16]}</code></td></tr>"
-        snippet = self.snippets_dir.parent / doc["snippet"]
-        links = f'<a download="{key.replace("/", "_")}.json" href="{_data_uri(json.dumps(doc, indent=1), "application/json")}">raw data (JSON)</a>'
+        rows += f"<tr><td>snippet hash</td><td><code>{html.escape(doc['snippet_hash'][:16])}</code></td></tr>"
+        snippet = self.snippet_path(doc, placeholder)
+        links = f'<a download href="{html.escape(self.data_link(doc))}">raw data (JSON)</a>'
         if snippet.exists():
-            links += f' · <a download="{snippet.name}" href="{_data_uri(snippet.read_text(), "text/x-python")}">the snippet ({snippet.name})</a>'
+            links += (
+                f' · <a download href="{html.escape(self.snippet_link(key))}">the snippet as one file that runs '
+                f"alone ({html.escape(snippet.name)})</a>"
+            )
         return self.stash(
             f'<details class="provenance"><summary>Provenance of <code>{html.escape(key)}</code>: '
             f"{html.escape(_short_versions(prov))}</summary><table>{rows}</table><p>{links}</p></details>"
         )
 
-    def _number(self, ref: str, placeholder: str) -> float:
-        m = VALUE.match(ref.strip())
+    def interval(self, ref: str, placeholder: str) -> Interval:
+        """The range an operand of a claim can take: a literal is exact; a summary spans its 10th
+        to 90th percentiles over every process; a plain number, its values over the processes."""
+        ref = ref.strip()
+        m = VALUE.match(ref)
         if not m:
             try:
-                return float(ref)
+                x = float(ref)
             except ValueError:
                 self.fail(placeholder, f"{ref!r} is neither module/snippet:field nor a number")
-        node = self.find(m["key"], m["field"], placeholder).value
-        node = node["median"] if isinstance(node, dict) and "median" in node else node
-        if not isinstance(node, (int, float)):
-            self.fail(placeholder, f"{ref} is not a number")
-        return node
+            return Interval(x, x, ref)
+        if m["fmt"]:
+            self.fail(placeholder, f"{ref!r}: an operand of a claim takes no format")
+        found = self.find(m["key"], m["field"], placeholder)
+        values = self.across_processes(found.doc, m["field"], placeholder)
+        if all(store.is_summary(v) for v in values):
+            lo, hi = min(v["p10"] for v in values), max(v["p90"] for v in values)
+        elif all(store.is_number(v) for v in values):
+            lo, hi = min(values), max(values)
+        else:
+            self.fail(placeholder, f"{ref} is not a number or a timing summary")
+        shown = f"{lo:.4g}" if lo == hi else f"[{lo:.4g}, {hi:.4g}]"
+        return Interval(lo, hi, f"{ref.split(':')[-1]} = {shown}")
+
+    def paired(self, a_ref: str, b_ref: str, placeholder: str) -> list[list[float]] | None:
+        """Per-round differences A - B, one list per process, where A and B were timed in the same
+        interleaved rounds (summaries from the same result carrying their ``rounds``); else None."""
+        ma, mb = VALUE.match(a_ref.strip()), VALUE.match(b_ref.strip())
+        if not (ma and mb) or ma["key"] != mb["key"]:
+            return None
+        fa, fb = self.find(ma["key"], ma["field"], placeholder), self.find(mb["key"], mb["field"], placeholder)
+        if "derived_from" in fa.doc or fa.doc is not fb.doc:
+            return None
+        xs = self.across_processes(fa.doc, ma["field"], placeholder)
+        ys = self.across_processes(fb.doc, mb["field"], placeholder)
+        diffs = []
+        for x, y in zip(xs, ys):
+            rx, ry = (v.get("rounds") if isinstance(v, dict) else None for v in (x, y))
+            if not rx or not ry or len(rx) != len(ry):
+                return None
+            diffs.append([p - q for p, q in zip(rx, ry)])
+        return diffs
 
     def claim(self, body: str, placeholder: str) -> str:
-        m = re.fullmatch(r"(.+?)\s*(<=|>=|<|>)\s*(.+)", body)
-        if not m:
-            self.fail(placeholder, "an assert is written {{ assert A < B }} (<, >, <=, >=)")
-        left, op, right = self._number(m[1], placeholder), m[2], self._number(m[3], placeholder)
-        holds = {"<": left < right, ">": left > right, "<=": left <= right, ">=": left >= right}[op]
+        """``{{ assert A < B }}`` holds only if the spreads are separated, not the medians:
+
+        - where A and B were timed in the same interleaved rounds (both summaries of one result keep
+          their per-round ``rounds``), the per-round difference A - B must be below 0 up to its 90th
+          percentile (nearest rank) in every process;
+        - otherwise the whole range of A must lie below the whole range of B: A's 90th percentile
+          (the largest over its processes) under B's 10th (the smallest). A literal is exact.
+
+        On the reference hardware a claim that does not hold stops the build; on any other hardware
+        the page marks it."""
+        holds, shown = self.verdict(body, placeholder)
         if holds:
             return ""
         if self.hardware == store.REFERENCE_HARDWARE:
             self.fail(
                 placeholder,
-                f"the prose claims this, but the measurement gives {left:.4g} {op} {right:.4g}: "
-                f"re-read the paragraph against the new numbers",
+                f"the prose claims this, but the measured spreads overlap or reverse: {shown}: "
+                "re-read the paragraph against the numbers, and reword or drop the claim",
             )
         return self.stash(
             f'<span class="claim-fails" title="{html.escape(body)}">[on {html.escape(self.hardware)} '
             f"the measurement does not bear out the claim next to this mark]</span>"
         )
 
+    def verdict(self, body: str, placeholder: str) -> tuple[bool, str]:
+        """Whether a claim holds (the rule is in ``claim``), and the numbers it was decided on."""
+        m = re.fullmatch(r"(.+?)\s*(<=|>=|<|>)\s*(.+)", body)
+        if not m:
+            self.fail(placeholder, "an assert is written {{ assert A < B }} (<, >, <=, >=)")
+        op = m[2]
+        diffs = self.paired(m[1], m[3], placeholder)
+        if diffs is not None:
+            hi = max(stats.percentile(sorted(d), 0.9) for d in diffs)
+            lo = min(stats.percentile(sorted(d), 0.1) for d in diffs)
+            holds = {"<": hi < 0, "<=": hi <= 0, ">": lo > 0, ">=": lo >= 0}[op]
+            shown = f"per-round {m[1].split(':')[-1]} - {m[3].split(':')[-1]} in [{lo:.4g}, {hi:.4g}] (p10-p90)"
+        else:
+            a, b = self.interval(m[1], placeholder), self.interval(m[3], placeholder)
+            holds = {"<": a.hi < b.lo, "<=": a.hi <= b.lo, ">": a.lo > b.hi, ">=": a.lo >= b.hi}[op]
+            shown = f"{a.text} {op} {b.text}"
+        return holds, shown
+
     def cited(self, body: str, placeholder: str) -> str:
-        if "|" not in body:
-            self.fail(placeholder, "a cited figure needs its source: {{ cited VALUE | SOURCE }}")
-        value, source = (s.strip() for s in body.split("|", 1))
+        value, bar, source = (s.strip() for s in body.partition("|"))
+        if not bar or not value or not source:
+            self.fail(placeholder, "a cited figure needs both halves: {{ cited VALUE | SOURCE }}")
         return self.stash(
             f'<span class="cited" title="{html.escape("cited, not measured here: " + source)}">'
             f"{html.escape(value)}</span>"
         )
 
-    def hardware_sets(self) -> str:
+    def hardware_sets(self, rest: str, placeholder: str) -> str:
         rows = []
         for hw in store.hardware_sets(self.results_dir):
-            docs = [store.load(p) for p in sorted((self.results_dir / hw).rglob("*.json"))]
+            try:
+                docs = [store.load(p) for p in sorted((self.results_dir / hw).rglob("*.json"))]
+            except store.ResultError as exc:
+                self.fail(placeholder, str(exc))
             if not docs:
                 continue
             prov = docs[0]["provenance"]
@@ -356,7 +573,11 @@ class ResultsPreprocessor(Preprocessor):
             copy = gemm = "—"
             if ceil.exists():
                 c = store.load(ceil)["data"]
-                copy, gemm = f"{c['copy']['GBps']['median']:.0f}", f"{c['gemm']['TFLOPs']['median']:.0f}"
+                try:
+                    copy, gemm = f"{c['copy']['GBps']['median']:,.0f}", f"{c['gemm']['TFLOPs']['median']:,.0f}"
+                except (KeyError, TypeError, ValueError) as exc:
+                    self.fail(placeholder, f"{ceil}: no copy.GBps / gemm.TFLOPs summary ({exc!r})")
+            processes = max(d["provenance"].get("processes", 1) for d in docs)
             cells = [
                 hw,
                 prov["gpu"],
@@ -368,6 +589,7 @@ class ResultsPreprocessor(Preprocessor):
                 prov["cpu"],
                 f"{dates[0]} to {dates[-1]}",
                 str(len(docs)),
+                str(processes),
                 copy,
                 gemm,
             ]
@@ -383,6 +605,7 @@ class ResultsPreprocessor(Preprocessor):
             "CPU",
             "measured",
             "results",
+            "processes (most)",
             "copy GB/s",
             "bf16 GEMM TFLOP/s",
         ]
@@ -406,29 +629,16 @@ class ResultsPreprocessor(Preprocessor):
                 continue
             words += prose_words(text)
             written += 1
-        if not written:
-            return "in preparation"
-        return f"{max(1, round(words / WORDS_PER_MINUTE))} min"
+        text = f"{max(1, round(words / WORDS_PER_MINUTE))} min" if written else "in preparation"
+        return self.stash(f'<span class="reading-time">{text}</span>')
 
     # ------------------------------------------------------------------ dispatch
     def fill(self, m: re.Match) -> str:
         placeholder, body = m.group(0), m["body"]
         head, _, rest = body.partition(" ")
-        rest = rest.strip()
-        if head == "figure":
-            return self.figure(rest, placeholder)
-        if head == "provenance":
-            return self.provenance(rest, placeholder)
-        if head == "output":
-            return self.output(rest, placeholder)
-        if head == "cited":
-            return self.cited(rest, placeholder)
-        if head == "assert":
-            return self.claim(rest, placeholder)
-        if head == "hardware-sets":
-            return self.hardware_sets()
-        if head == "reading-time":
-            return self.reading_time(rest, placeholder)
+        handler = self.kinds.get(head)
+        if handler is not None:
+            return handler(rest.strip(), placeholder)
         v = VALUE.match(body)
         if v:
             return self.value(v, placeholder)
@@ -436,15 +646,33 @@ class ResultsPreprocessor(Preprocessor):
         # {{ M02/... }}) and must not slip through as literal text. Write \{{ for a literal.
         self.fail(
             placeholder,
-            "not a placeholder this site knows: a value is {{ module/snippet:field | format }}; "
-            "the other kinds are figure, provenance, output, cited, assert, hardware-sets, "
-            "reading-time (write \\{{ for literal braces)",
+            "not a placeholder this site knows: a value is {{ module/snippet:field | format }}; the other kinds are "
+            + ", ".join(self.kinds)
+            + " (write \\{{ for literal braces)",
         )
 
+    def check_leftovers(self, line: str) -> None:
+        """No stray ``{{``/``}}`` outside code: a malformed placeholder must not reach the page."""
+        text = re.sub(r"\\\{\{[^{}]*?\}\}", " ", INLINE_CODE.sub(" ", line)).replace("\\{{", "  ")
+        for m in PLACEHOLDER.finditer(text):
+            before, after = text[: m.start()], text[m.end() :]
+            if before.endswith("{") or after.startswith("}"):
+                self.fail(m.group(0), "extra braces around a placeholder ({{{ ... }}})")
+        rest = PLACEHOLDER.sub(" ", text)
+        for stray in ("{{", "}}"):
+            if stray in rest:
+                i = rest.index(stray)
+                self.fail(
+                    line.strip()[:80],
+                    f"a stray {stray!r} at {rest[max(0, i - 20) : i + 20]!r}: a placeholder is "
+                    "{{ module/snippet:field | format }} (write \\{{ for literal braces)",
+                )
+
     def run(self, lines):
+        self.check_hardware()
         fence = None  # the opening fence (character run) while inside a fenced block
         out = []
-        for line in lines:
+        for self.line, line in enumerate(lines, 1):
             m = FENCE.match(line)
             if fence is None and m:
                 fence = m["fence"]
@@ -457,6 +685,7 @@ class ResultsPreprocessor(Preprocessor):
             ):
                 fence = None
             elif fence is None:
+                self.check_leftovers(line)
                 line = PLACEHOLDER.sub(self.fill, line)
                 line = line.replace("\\{{", "{{")
             out.append(line)

@@ -1,0 +1,330 @@
+"""The Markdown extension and the results store refuse bad input clearly, naming file, key, page
+and line; claims hold on spreads; list items are chosen by their fields; the build stays fast."""
+
+import copy
+import json
+import math
+import re
+import subprocess
+import sys
+import time
+
+import markdown
+import pytest
+from conftest import ROOT
+
+from coursekit import results as store
+from coursekit.mdext import PlaceholderError
+
+PROV = {
+    "gpu": "Test GPU",
+    "driver": "1",
+    "cuda": "13.0",
+    "torch": "2.11.0",
+    "triton": "3.6.0",
+    "python": "3.12.0",
+    "cpu": "Test CPU",
+    "date": "2026-11-30T00:00:00+00:00",
+    "commit": "0" * 40,
+    "repetitions": 5,
+    "duration_s": 1.0,
+    "processes": 1,
+}
+
+
+def summary(median, p10=None, p90=None, rounds=None):
+    p10 = median if p10 is None else p10
+    p90 = median if p90 is None else p90
+    s = {"median": median, "p10": p10, "p90": p90, "min": p10, "max": p90, "n": 5, "unit": "us"}
+    if rounds is not None:
+        s["rounds"] = rounds
+    return s
+
+
+def doc(key, data, hardware="nvidia-h200", runs=None):
+    prov = dict(PROV, processes=1 + len(runs or []))
+    d = {
+        "schema_version": store.SCHEMA_VERSION,
+        "key": key,
+        "snippet": f"snippets/{key}.py",
+        "snippet_hash": "a" * 64,
+        "hardware": hardware,
+        "provenance": prov,
+        "data": data,
+    }
+    if runs:
+        d["runs"] = runs
+    return d
+
+
+def data(**fields):
+    return {"repetitions": 5, "t": summary(1.0), **fields}
+
+
+@pytest.fixture
+def site(tmp_path):
+    """A results folder, a docs folder and a snippets folder of our own."""
+    results, docs, snippets = tmp_path / "build_results", tmp_path / "docs", tmp_path / "snippets"
+    docs.mkdir()
+    (snippets / "mx").mkdir(parents=True)
+    store.write_atomic(
+        store.result_path("mx/a", "nvidia-h200", results),
+        doc(
+            "mx/a",
+            data(
+                fast=summary(10.0, 9.0, 11.0),
+                slow=summary(20.0, 19.0, 21.0),
+                close=summary(10.5, 9.5, 12.0),
+                label="<b>bold</b>",
+                flag=True,
+                points=[{"tokens": 1, "us": summary(5.0)}, {"tokens": 4096, "us": summary(50.0)}],
+            ),
+        ),
+    )
+    return tmp_path
+
+
+def convert(site, text, hardware="nvidia-h200"):
+    md = markdown.Markdown(
+        extensions=["coursekit.mdext"],
+        extension_configs={
+            "coursekit.mdext": {
+                "hardware": hardware,
+                "results_dir": str(site / "build_results"),
+                "snippets_dir": str(site / "snippets"),
+                "docs_dir": str(site / "docs"),
+            }
+        },
+    )
+    return md.convert(text)
+
+
+def fails(site, text, match, **kw):
+    with pytest.raises(PlaceholderError, match=match):
+        convert(site, text, **kw)
+
+
+# ---------------------------------------------------------------- values and formats
+
+
+def test_keyed_selector_picks_the_item_by_its_fields(site):
+    assert ">50.0<" in convert(site, "{{ mx/a:points[tokens=4096].us | .1f }}")
+    assert ">5.0<" in convert(site, "{{ mx/a:points[tokens=1].us | .1f }}")
+
+
+def test_positional_index_into_a_list_is_refused(site):
+    fails(site, "{{ mx/a:points.1.us | .1f }}", "by position")
+    fails(site, "{{ mx/a:points[tokens=7].us }}", "matches 0 items")
+
+
+def test_string_with_numeric_format_fails_and_plain_string_renders_escaped(site):
+    """Defect 4: a numeric format on text, or on a bool, is an error naming the key."""
+    fails(site, "{{ mx/a:label | .1f }}", r"mx/a:label.*needs a number")
+    fails(site, "{{ mx/a:flag | .1f }}", r"mx/a:flag.*not a number")
+    html = convert(site, "{{ mx/a:label }}")
+    assert "&lt;b&gt;bold&lt;/b&gt;" in html and "<b>bold</b>" not in html
+
+
+def test_errors_name_the_page_and_line(site):
+    page = site / "docs" / "p.md"
+    page.write_text("intro\n\nsee {{ mx/a:nope | .1f }} here\n")
+    fails(site, page.read_text(), re.escape(f"{page}:3"))
+
+
+def test_unknown_kind_lists_the_registry(site):
+    fails(site, "{{ figures mx/a }}", "the other kinds are figure, provenance, output, cited, assert")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["{{ mx/a:t | .1f }", "{ mx/a:t }}", "{{ mx/a:t | {.1f} }}", "{{{ mx/a:t }}}", "a }} b", "{{ mx/a:t"],
+)
+def test_malformed_placeholders_fail_the_build(site, text):
+    """Defect 6: any {{ or }} left outside code fails, instead of reaching the page as text."""
+    fails(site, text, "brace|placeholder|stray")
+
+
+def test_braces_in_fenced_code_and_escapes_are_left_alone(site):
+    html = convert(site, "an escape: \\{{ literal }}\n\n```\n{{ x }}\n```\n")
+    assert "{{ literal }}" in html and "{{ x }}" in html
+
+
+@pytest.mark.parametrize("text", ["{{ cited 5 µs | }}", "{{ cited | a source }}", "{{ cited 5 µs }}"])
+def test_cited_needs_both_halves(site, text):
+    """Defect 8."""
+    fails(site, text, "both halves")
+
+
+def test_unknown_hardware_is_an_error_listing_the_folders(site):
+    """Defect 10: a misspelled hardware folder must not fall back silently."""
+    fails(site, "{{ mx/a:t }}", r"nvidia-h100-typo.*holds only: nvidia-h200", hardware="nvidia-h100-typo")
+
+
+def test_range_prints_the_medians_over_processes(site):
+    runs = [data(fast=summary(12.0, 11.0, 13.0)), data(fast=summary(8.0, 7.0, 9.0))]
+    store.write_atomic(
+        store.result_path("mx/r", "nvidia-h200", site / "build_results"),
+        doc("mx/r", data(fast=summary(10.0, 9.0, 11.0)), runs=runs),
+    )
+    html = convert(site, "{{ mx/r:fast | .1f range }} and {{ mx/r:fast | .1f }}")
+    assert ">8.0–12.0<" in html and ">10.0<" in html and "process medians 10.0, 12.0, 8.0" in html
+    fails(site, "{{ mx/a:fast | .1f range }}", "several processes")
+
+
+# ---------------------------------------------------------------- claims on spreads
+
+
+def test_claims_need_separated_spreads_not_medians(site):
+    assert convert(site, "{{ assert mx/a:fast < mx/a:slow }}").strip() in ("", "<p></p>")
+    fails(site, "{{ assert mx/a:fast < mx/a:close }}", "spreads overlap")  # medians 10 < 10.5, spreads overlap
+    fails(site, "{{ assert mx/a:fast < 10.5 }}", "spreads overlap")  # p90 11 is not below 10.5
+
+
+def test_claims_take_the_widest_spread_over_processes(site):
+    runs = [data(fast=summary(10.0, 9.0, 19.5), slow=summary(20.0, 19.0, 21.0))]
+    store.write_atomic(
+        store.result_path("mx/p", "nvidia-h200", site / "build_results"),
+        doc("mx/p", data(fast=summary(10.0, 9.0, 11.0), slow=summary(20.0, 19.0, 21.0)), runs=runs),
+    )
+    fails(site, "{{ assert mx/p:fast < mx/p:slow }}", "spreads overlap")
+
+
+def test_paired_rounds_decide_when_both_come_from_one_interleaved_run(site):
+    """Overlapping spreads, but in every round A is below B: the paired difference decides."""
+    a = summary(10.0, 8.0, 12.0, rounds=[8.0, 9.0, 10.0, 11.0, 12.0])
+    b = summary(10.5, 8.5, 12.5, rounds=[8.5, 9.5, 10.5, 11.5, 12.5])
+    store.write_atomic(
+        store.result_path("mx/q", "nvidia-h200", site / "build_results"), doc("mx/q", data(a=a, b=b))
+    )
+    assert convert(site, "{{ assert mx/q:a < mx/q:b }}").strip() in ("", "<p></p>")
+    fails(site, "{{ assert mx/q:a > mx/q:b }}", "per-round")
+
+
+def test_failing_claims_are_marked_not_fatal_on_other_hardware(site):
+    store.write_atomic(
+        store.result_path("mx/a", "other-gpu", site / "build_results"),
+        doc("mx/a", data(fast=summary(30.0), slow=summary(20.0)), hardware="other-gpu"),
+    )
+    assert "claim-fails" in convert(site, "{{ assert mx/a:fast < mx/a:slow }}", hardware="other-gpu")
+
+
+# ---------------------------------------------------------------- the store refuses bad results
+
+
+def valid():
+    return doc("mx/a", data())
+
+
+@pytest.mark.parametrize(
+    "breaks, named",
+    [
+        (lambda d: d["data"]["t"].update(median="7.3"), r"t\.median is '7\.3'"),  # defect 3
+        (lambda d: d["data"]["t"].update(median=True, p10=True, p90=True), r"t\.median is True"),  # bools
+        (lambda d: d["data"]["t"].pop("p10"), "without p10"),  # defect 5
+        (lambda d: d.update(snippet="../../../../etc/passwd"), "snippet"),  # defect 9
+        (lambda d: d.update(snippet_hash='<img src=x onerror="alert(1)">'), "SHA-256"),  # defect 9
+        (lambda d: d.update(snippet_hash=12345), "snippet_hash is 12345"),  # defect 11
+        (lambda d: d["provenance"].update(duration_s=math.nan), "provenance.duration_s"),  # defect 11: NaN
+        (lambda d: d["provenance"].update(processes=2), "runs"),
+        (lambda d: d.update(hardware="../x"), "hardware"),
+    ],
+)
+def test_bad_results_are_refused_naming_the_field(breaks, named):
+    d = copy.deepcopy(valid())
+    breaks(d)
+    with pytest.raises(store.ResultError, match=named):
+        store.validate(d, "x.json")
+
+
+def test_a_bad_result_on_disk_names_its_file_in_the_site_build(site):
+    path = store.result_path("mx/b", "nvidia-h200", site / "build_results")
+    d = doc("mx/b", data())
+    d["data"]["t"]["median"] = "7.3"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(d))
+    fails(site, "{{ mx/b:t | .1f }}", re.escape(str(path.resolve())) + r".*t\.median")
+    fails(site, "{{ hardware-sets }}", re.escape(str(path.resolve())))  # defect 11: the hardware page too
+
+
+def test_ceilings_without_copy_is_named(site):
+    """Defect 11: the hardware table needs copy.GBps; say so instead of a KeyError."""
+    store.write_atomic(
+        store.result_path("methodology/ceilings", "nvidia-h200", site / "build_results"),
+        doc("methodology/ceilings", data(gemm={"TFLOPs": summary(700.0)})),
+    )
+    fails(site, "{{ hardware-sets }}", r"ceilings\.json.*copy\.GBps")
+
+
+def test_figure_function_returning_a_dict_is_named(site):
+    (site / "snippets" / "mx" / "figures.py").write_text("def bad(results):\n    return {'data': []}\n")
+    fails(site, "{{ figure mx/bad }}", r"figures\.py:bad\(\) returned a dict, not a plotly Figure")
+
+
+def test_results_are_read_once_per_build(site, monkeypatch):
+    convert(site, "{{ mx/a:t }}")
+    reads = []
+    real = json.loads
+    monkeypatch.setattr(store.json, "loads", lambda s: reads.append(1) or real(s))
+    convert(site, "{{ mx/a:t }} {{ mx/a:fast }} {{ mx/a:slow }}")
+    assert reads == [], "an unchanged result was read again"
+
+
+# ---------------------------------------------------------------- a course of fourteen modules builds fast
+
+FIGURES = '''
+import plotly.graph_objects as go
+
+
+def fig_{i}(results):
+    d = results("m{m:02d}/s{i}")
+    return go.Figure(go.Scatter(x=[p["tokens"] for p in d["points"]], y=[p["us"]["median"] for p in d["points"]]))
+'''
+
+
+def test_synthetic_site_of_fourteen_modules_builds_within_a_minute(tmp_path):
+    """14 modules x 30 placeholders x 3 figures, `mkdocs build --strict`, on the CI machine's cores."""
+    results, docs, snippets = tmp_path / "build_results", tmp_path / "docs", tmp_path / "snippets"
+    docs.mkdir()
+    nav = []
+    for m in range(1, 15):
+        (snippets / f"m{m:02d}").mkdir(parents=True)
+        (snippets / f"m{m:02d}" / "figures.py").write_text("".join(FIGURES.format(i=i, m=m) for i in range(3)))
+        points = [{"tokens": 2**k, "us": summary(float(k + 1), float(k), float(k + 2))} for k in range(12)]
+        for i in range(3):
+            store.write_atomic(
+                store.result_path(f"m{m:02d}/s{i}", "nvidia-h200", results),
+                doc(f"m{m:02d}/s{i}", data(points=points)),
+                # three processes, as host-bound snippets store them
+            )
+        lines = [f"# Module {m}", ""]
+        for j in range(30):
+            k = j % 12
+            lines.append(f"At {2**k} tokens: {{{{ m{m:02d}/s{j % 3}:points[tokens={2**k}].us | .1f }}}} us.")
+        lines += [f"{{{{ figure m{m:02d}/fig_{i} }}}}" for i in range(3)]
+        lines.append(f"{{{{ assert m{m:02d}/s0:points[tokens=1].us < m{m:02d}/s0:points[tokens=2048].us }}}}")
+        (docs / f"m{m:02d}.md").write_text("\n\n".join(lines) + "\n")
+        nav.append(f"m{m:02d}.md")
+    (docs / "index.md").write_text("# Home\n")
+    (tmp_path / "mkdocs.yml").write_text(
+        "site_name: synthetic\nstrict: true\ntheme:\n  name: material\n  font: false\n"
+        "markdown_extensions:\n  - coursekit.mdext:\n"
+        f"      results_dir: {results}\n      snippets_dir: {snippets}\n      docs_dir: {docs}\n"
+    )
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+        check=False,
+    )
+    seconds = time.perf_counter() - start
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    page = (tmp_path / "site" / "m14" / "index.html").read_text()
+    assert page.count('class="measured"') == 30 and page.count('class="course-plot"') == 3
+    assert seconds < 60, f"the synthetic 14-module site took {seconds:.0f} s to build; the budget is 60 s"
+
+
+def test_the_real_site_config_names_existing_results_dir():
+    assert (ROOT / "build_results" / store.REFERENCE_HARDWARE).is_dir()
