@@ -317,7 +317,7 @@ def _matches(item, conditions: list[tuple[str, str]]) -> bool:
             return False
         have = item[name]
         try:
-            if is_number(have) and float(want.replace(",", "").replace("_", "")) == have:
+            if is_number(have) and float(want.replace("_", "")) == have:
                 continue
         except ValueError:
             pass
