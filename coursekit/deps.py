@@ -259,16 +259,19 @@ def standalone(snippet: Path) -> str:
                 continue
             if _is_main_guard(stmt) or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
                 continue
+            is_import = isinstance(stmt, ast.Import | ast.ImportFrom)
+            if is_import and _project_imports([stmt], path):
+                continue  # what it imports is inlined from its own module
             bound = _bound_names(stmt)
-            if "*" in names or not bound or set(bound) & names:
-                if isinstance(stmt, ast.Import | ast.ImportFrom) and _project_imports([stmt], path):
-                    continue  # its definitions are inlined from their own module
-                keep.append(stmt)
-            elif isinstance(stmt, ast.Import | ast.ImportFrom):
-                keep.append(stmt)  # imports are cheap and the kept definitions may need them
-        text = [ln for s in keep for ln in _lines(mod, s)]
+            if is_import or "*" in names or not bound or set(bound) & names:
+                keep.append(stmt)  # imports are cheap, and the kept definitions may need them
+        text = []
+        for s in keep:
+            if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                text += ["", ""]  # two blank lines around a definition, as PEP 8 has it
+            text += _lines(mod, s)
         inlined.append(f"# ---- {relative(path)}, inlined: the course's helpers this file uses, so that it runs alone")
-        inlined += text + [""]
+        inlined += text + ["", ""]
     out = []
     first_import = min(
         (s.lineno for s in body if isinstance(s, ast.Import | ast.ImportFrom) and _project_imports([s], snippet)),
@@ -276,7 +279,7 @@ def standalone(snippet: Path) -> str:
     )
     for i, line in enumerate(source_lines, 1):
         if first_import is not None and i == first_import:
-            out += inlined + ["# ---- the snippet"]
+            out += inlined + ["# ---- the snippet", ""]
         stmt_here = any(
             s.lineno <= i <= s.end_lineno
             for s in body
