@@ -15,9 +15,30 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
+_child_tmp = None  # set for the session by children_tmpdir below
+
+
+@pytest.fixture(scope="session", autouse=True)
+def children_tmpdir(tmp_path_factory):
+    """The processes the tests start (snippets, mkdocs, Chromium) write their temporary
+    files (TMPDIR: torch's inductor cache, tempfile's) under pytest's tmp_path, not loose in /tmp."""
+    global _child_tmp
+    _child_tmp = tmp_path_factory.mktemp("child-tmp")
+    yield _child_tmp
+    _child_tmp = None
+
+
+def child_env(**extra):
+    """os.environ for a child process, with TMPDIR in this session's children_tmpdir."""
+    env = dict(os.environ, **extra)
+    if _child_tmp is not None:
+        env["TMPDIR"] = str(_child_tmp)
+    return env
+
+
 def run_python(args, timeout=600, env_extra=None, cwd=ROOT):
     """Run a Python file or module in a fresh process, on the CPU, as a reader would."""
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONUNBUFFERED="1", CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(ROOT))
+    env = child_env(TRITON_INTERPRET="1", PYTHONUNBUFFERED="1", CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(ROOT))
     env.update(env_extra or {})
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
 
@@ -27,13 +48,19 @@ def site_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("site")
 
 
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves the built site without printing a line per request to stderr."""
+
+    def log_message(self, format, *args):
+        pass
+
+
 @pytest.fixture(scope="session")
 def site_server(site_dir):
     """An HTTP server for the built site on 127.0.0.1, bound before the build: the site is built
     for this origin, because Material's instant navigation only intercepts links under the
     site_url its sitemap names. Yields the base URL."""
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site_dir))
-    handler.log_message = lambda *a: None
+    handler = functools.partial(QuietHandler, directory=str(site_dir))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}/"
@@ -44,7 +71,7 @@ def site_server(site_dir):
 def built_site(site_dir, site_server):
     """`mkdocs build --strict` once; returns (site dir, seconds it took)."""
     site = site_dir
-    env = dict(os.environ, SITE_URL=site_server, NO_MKDOCS_2_WARNING="1")
+    env = child_env(SITE_URL=site_server, NO_MKDOCS_2_WARNING="1")
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],

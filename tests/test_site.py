@@ -1,10 +1,14 @@
 """The site builds strictly, fast, offline, with every placeholder filled, and fails loudly when one cannot be."""
 
+import fnmatch
+import html.parser
 import json
 import re
 import shutil
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 
 import markdown
 import plotly.offline
@@ -37,23 +41,172 @@ def test_plotly_bundle_matches_the_python_package():
     assert PLOTLY_JS.name in (ROOT / "docs" / "assets" / "javascripts" / "figures.js").read_text()
 
 
-def test_site_is_offline(built_site):
+# What the built site makes a browser fetch, read from the files themselves (the browser test
+# routes every request, but sees only what the pages it opens actually ask for).
+# Attributes through which an element fetches something; <a>/<area> href is a link to follow,
+# not a fetch (their ping is one), and so is a <link> href whose rels are all of LINK_RELS_NO_FETCH.
+FETCH_ATTRS = {"src", "href", "xlink:href", "data", "poster", "background", "manifest", "codebase", "archive"}
+LINK_RELS_NO_FETCH = {"canonical", "alternate", "author", "license", "help", "next", "prev", "bookmark", "me"}
+XML_NAMESPACES = re.compile(r"http://www\.w3\.org/(?:2000/svg|1999/xhtml|1999/xlink|2000/xmlns/?|XML/1998/namespace)$")
+# Off-site URLs that third-party scripts the site ships carry, with why they are never fetched
+# here; any other absolute URL in a shipped script or in a page's inline script fails the test.
+NEVER_FETCHED = {
+    "assets/javascripts/bundle.*.min.js": (
+        "Material for MkDocs: a ResizeObserver polyfill (for browsers without one: none since 2020), mermaid.js (for "
+        "pages with a Mermaid diagram: none, checked), repository facts (with repo_url set: it is not, checked), a "
+        "licence comment",
+        {
+            "https://unpkg.com/resize-observer-polyfill",
+            "https://unpkg.com/mermaid@11/dist/mermaid.min.js",
+            "https://api.github.com/repos/${e}/${t}",
+            "https://api.github.com/users/${e}",
+            "https://${e}/api/v4/projects/${encodeURIComponent",
+            "https://clipboardjs.com/",
+        },
+    ),
+    "assets/javascripts/workers/search.*.min.js": (
+        "lunr's credits in comments, a link in a console warning",
+        {"http://lunrjs.com", "http://tartarus.org/~martin/PorterStemmer/js.txt", "https://bit.ly/2s3ChXG"},
+    ),
+    "assets/javascripts/plotly-basic-*.min.js": (
+        "licence comments; documentation links in attribute descriptions and error messages; the logo's link "
+        "(displaylogo is off); the Chart Studio endpoint (only for its modebar buttons, off unless a figure's config "
+        "asks: figures.js does not, checked); the topojson CDN (for geo traces: not in the basic bundle)",
+        {
+            "http://getify.mit-license.org",
+            "http://syntheti.cc",
+            "https://github.com/voidqk/polybooljs",
+            "https://github.com/d3/d3-format/tree/v1.4.5#d3-format",
+            "https://github.com/d3/d3-time-format/tree/v2.2.3#locale_format",
+            "https://plotly.com/javascript/animations/",
+            "https://plotly.com/",
+            "https://cloud.plotly.com/newchart",
+            "https://cdn.plot.ly/un/",
+        },
+    ),
+}
+# Search-language support that the search worker imports only for a `lang` other than English
+# (the site's search is English: checked), so not a file the site ever loads.
+LUNR_LANGUAGES = "assets/javascripts/lunr/*"
+
+
+def css_urls(css):
+    """URLs a stylesheet fetches: url(), src(), image-set() and @import, comments left out."""
+    css = re.sub(r"/\*.*?\*/", "", css, flags=re.S)
+    found = re.findall(r"""(?:url|src)\(\s*(?:"([^"]*)"|'([^']*)'|([^)\s]*))""", css, flags=re.I)
+    found += re.findall(r"""@import\s+(?:"([^"]*)"|'([^']*)')""", css, flags=re.I)
+    for args in re.findall(r"image-set\(([^)]*)\)", css, flags=re.I):
+        found += re.findall(r"""(?:"([^"]*)"|'([^']*)')""", args)
+    return ["".join(groups) for groups in found]
+
+
+def script_urls(js):
+    """Every absolute URL a script names, except XML namespace names (identifiers, never fetched)."""
+    return [u for u in re.findall(r"(?:https?|wss?)://[^\s\"'`<>()\\]+", js) if not XML_NAMESPACES.match(u)]
+
+
+class PageFetches(html.parser.HTMLParser):
+    """(where, url) for every URL an HTML or SVG document fetches through an attribute, CSS
+    (style attributes, <style>), an event handler, a meta refresh, plotly data or an inline script."""
+
+    def __init__(self):
+        super().__init__()
+        self.found, self.inside = [], None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = [(k, v or "") for k, v in attrs]
+        named = dict(attrs)
+        rels = set(named.get("rel", "").lower().split())
+        for k, v in attrs:
+            where = f"<{tag} {k}>"
+            if k == "style":
+                self.found += [(where, u) for u in css_urls(v)]
+            elif k in ("srcset", "imagesrcset"):
+                self.found += [(where, c.split()[0]) for c in v.split(",") if c.strip()]
+            elif k == "ping":
+                self.found += [(where, u) for u in v.split()]
+            elif k.startswith("on") or k == "data-plotly":
+                self.found += [(where, u) for u in script_urls(v)]
+            elif k == "content" and named.get("http-equiv", "").lower() == "refresh":
+                self.found += [(where, u) for u in re.findall(r"url\s*=\s*['\"]?([^'\";]+)", v, flags=re.I)]
+            elif k in FETCH_ATTRS:
+                if k == "href" and (tag in ("a", "area") or (tag == "link" and rels and rels <= LINK_RELS_NO_FETCH)):
+                    continue
+                self.found.append((where, v))
+        if tag in ("script", "style"):
+            self.inside = tag
+
+    def handle_endtag(self, tag):
+        if tag == self.inside:
+            self.inside = None
+
+    def handle_data(self, data):
+        if self.inside == "style":
+            self.found += [("<style>", u) for u in css_urls(data)]
+        elif self.inside == "script":
+            self.found += [("<script>", u) for u in script_urls(data)]
+
+
+def off_site(url, origin):
+    url = url.strip()
+    return bool(re.match(r"(?:[a-z][a-z0-9+.-]*:)?//", url, flags=re.I)) and not (url + "/").startswith(origin + "/")
+
+
+def test_site_is_offline(built_site, site_server):
+    """No file of the built site makes a browser fetch anything from another origin: every HTML
+    and SVG file's fetching attributes, CSS and inline scripts, every stylesheet, every script."""
     site, _ = built_site
-    for page in site.rglob("*.html"):
+    origin = site_server.rstrip("/")
+    pages = [p for p in site.rglob("*") if p.suffix in (".html", ".svg")]
+    assert len(pages) >= 20
+    problems = []
+    for page in pages:
         text = page.read_text()
-        external = [
-            u
-            for u in re.findall(r'<(?:script|link|img)[^>]+(?:src|href)="(https?://[^"]+)"', text)
-            if not u.startswith(("http://127.0.0.1", "http://localhost"))
-        ]
-        assert not external, f"{page.relative_to(site)} loads {external} from the network"
+        parser = PageFetches()
+        parser.feed(text)
+        parser.close()
+        problems += [f"{page.relative_to(site)} {where}: {u}" for where, u in parser.found if off_site(u, origin)]
         assert "fonts.googleapis" not in text
+        # the conditions under which Material's bundle would fetch (see NEVER_FETCHED)
+        assert not re.search(r'class="[^"]*\bmermaid\b', text), f"{page.relative_to(site)} has a Mermaid diagram"
+        assert 'data-md-component="source"' not in text, "repo_url is set: Material fetches repository facts"
+    for sheet in site.rglob("*.css"):
+        problems += [f"{sheet.relative_to(site)}: {u}" for u in css_urls(sheet.read_text()) if off_site(u, origin)]
+    search_config = json.loads((site / "search" / "search_index.json").read_text())["config"]
+    assert search_config["lang"] == ["en"], f"search lang {search_config['lang']}: {LUNR_LANGUAGES} is loaded now"
+    figures_js = (site / "assets" / "javascripts" / "figures.js").read_text()
+    assert not re.search(r"showSendToCloud|showEditInChartStudio|plotlyServerURL", figures_js)
+    for script in [*site.rglob("*.js"), *site.rglob("*.mjs")]:
+        name = str(script.relative_to(site))
+        if fnmatch.fnmatch(name, LUNR_LANGUAGES):
+            continue
+        allowed = set().union(*(urls for pattern, (_, urls) in NEVER_FETCHED.items() if fnmatch.fnmatch(name, pattern)))
+        problems += [
+            f"{name}: {u}" for u in script_urls(script.read_text()) if off_site(u, origin) and u not in allowed
+        ]
+    assert not problems, "the site fetches from other origins:\n" + "\n".join(problems)
 
 
-def test_pages_without_figures_do_not_embed_plotly(built_site):
+def test_site_server_is_quiet(site_server, capfd):
+    """The test server prints nothing per request (a line each would bury the test output)."""
+    for path in ("", "no-such-page/"):
+        try:
+            urllib.request.urlopen(site_server + path, timeout=10).read()
+        except urllib.error.HTTPError as err:
+            assert err.code == 404
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", ""), f"the test server printed:\n{out}{err}"
+
+
+def test_no_page_loads_plotly_itself(built_site):
+    """plotly.js is loaded by figures.js alone, and only on a page with a figure (which the browser
+    test checks): no page names the bundle in a fetching attribute of its own."""
     site, _ = built_site
     for page in site.rglob("*.html"):
-        assert "plotly-basic" not in page.read_text(), f"{page} loads plotly.js directly; figures.js should"
+        parser = PageFetches()
+        parser.feed(page.read_text())
+        named = [(where, u) for where, u in parser.found if re.search(r"plotly[^/]*\.js", u)]
+        assert not named, f"{page.relative_to(site)} loads plotly.js itself: {named}; figures.js should"
 
 
 def test_figure_pages_are_small(built_site):
