@@ -3,47 +3,105 @@
     python scripts/build_results.py                 # everything out of date, on this GPU
     python scripts/build_results.py --only m02      # one module (or one key: m02/crossover)
     python scripts/build_results.py --force         # re-measure even what is up to date
-    python scripts/build_results.py --cpu           # a CPU run at small sizes, into build_results/cpu/
+    python scripts/build_results.py --gpus 4        # four snippets at a time, one per GPU
+    python scripts/build_results.py --processes 3   # every snippet in three fresh processes
+    python scripts/build_results.py --cpu           # small sizes on the CPU, into .cache/cpu-results/
 
-Each snippet runs in its own process (python -m coursekit.runner) with a timeout. A result is
-written only when the snippet succeeded and its data validates, through a temporary file and a
+Each snippet runs in fresh processes (python -m coursekit.runner), one after another, each with a
+timeout (--timeout): as many as the snippet's module-level ``PROCESSES = N`` asks (read from its
+syntax tree, never imported: the job stays torch-free), 1 where it has none, or --processes N for
+every snippet. Process 1's data is the result's ``data``, the others' its ``runs``. A result is
+written only when every process succeeded and its data validates, through a temporary file and a
 rename, so a snippet that raises, hangs or returns garbage leaves the stored result untouched.
-The job continues past a failure, prints a summary and exits 1 if anything failed; it exits 2,
-writing nothing, when asked for GPU results on a machine without a GPU.
+
+--gpus N runs N snippets at a time: worker i uses GPU i (CUDA_VISIBLE_DEVICES) and the i-th of N
+contiguous slices of the job's CPU cores, runs all processes of one snippet before taking the
+next, and takes the longest first (by the previous result's duration). The provenance records
+the worker's GPU and cores, and how many workers there were.
+
+One job at a time per results folder: the job holds an flock on <results-dir>/<hardware>/.lock,
+which holds its pid; a second job exits 3 naming that pid, or waits for it with --wait. With the
+lock held, it deletes the temporary files of writes that a killed job left behind.
+
+No snippet outlives the job: on every way out, SIGTERM and SIGHUP included, the job kills each
+running snippet's process group (its compile workers too). A SIGKILLed job can do nothing, so the
+kernel kills the snippet's process (PR_SET_PDEATHSIG, set between fork and exec), and where that
+is not available the runner's watchdog kills its group; processes the snippet started rely on
+watching their parent then, as Inductor's compile workers do. Linux only (sched_setaffinity,
+prctl, flock). --gpus N with --cpu runs N CPU workers, for testing.
+
+The job continues past a failure and ends with a summary: status, processes and GPU seconds (wall
+seconds its processes held the GPU) of each snippet, and the build's wall time; --summary-json
+PATH writes the same as JSON. Logs go to --logs-dir, or to a temporary folder that is deleted when
+everything succeeded and kept, and named, when something failed. Exit codes: 0 all good; 1 some
+snippet failed (named in the summary); 2 nothing could run (no GPU for GPU results, --gpus more
+than there are, no snippet matches); 3 another job holds the results folder; 128 + N on signal N.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import ctypes
+import fcntl
 import json
 import os
+import queue
 import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from coursekit import results as store
+from coursekit import runner
+
+CPU_RESULTS_DIR = store.ROOT / ".cache" / "cpu-results"  # --cpu's default: never the site's build_results/
+LOCKED = 3  # exit code when another job holds the results folder
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+
+
+class Interrupted(BaseException):
+    """SIGTERM or SIGHUP: unwinds like Ctrl-C through the code that kills the running snippets."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
+class Failed(Exception):
+    """A snippet could not be measured; the message says why in one line."""
+
+
+# ---------------------------------------------------------------- the machine and the snippets
 
 
 def hardware_slug(gpu_name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-")
 
 
-def detect_gpu() -> str | None:
-    """The CUDA device's name, or None. Runs in a child so this process stays torch-free."""
-    probe = "import torch; print(torch.cuda.get_device_name() if torch.cuda.is_available() else '')"
+def detect_gpu() -> tuple[str, int] | None:
+    """(the CUDA device's name, how many devices), or None. Runs in a child so this process stays torch-free."""
+    probe = (
+        "import torch; n = torch.cuda.device_count() if torch.cuda.is_available() else 0; "
+        "print(n, torch.cuda.get_device_name() if n else '')"
+    )
     try:
         out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
     except subprocess.TimeoutExpired:
-        raise SystemExit("error: `import torch` did not finish within 300 s; cannot tell whether there is a GPU")
+        raise SystemExit(
+            "error: `import torch` did not finish within 300 s; cannot tell whether there is a GPU"
+        ) from None
     if out.returncode != 0:
         raise SystemExit(f"error: cannot import torch to look for a GPU: {out.stderr.strip().splitlines()[-1:]}")
-    name = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
-    return name or None
+    count, _, name = (out.stdout.strip().splitlines() or ["0"])[-1].partition(" ")
+    return (name.strip(), int(count)) if int(count) else None
 
 
 def project_commit() -> str:
@@ -65,177 +123,523 @@ def project_commit() -> str:
     return "unknown"
 
 
-def is_up_to_date(path: Path, result: Path) -> bool:
-    if not result.exists():
-        return False
-    try:
-        return store.load(result)["snippet_hash"] == store.snippet_hash(path)
-    except (store.ResultError, SyntaxError, OSError, UnicodeDecodeError):
-        return False  # a malformed result, or a snippet that no longer parses: run it and report
-
-
-def run_one(path: Path, out_json: Path, small: bool, timeout: float, log: Path) -> tuple[bool, str]:
-    """Run one snippet in a fresh process group; (ok, one-line reason)."""
-    env = dict(
-        os.environ,
-        PYTHONUNBUFFERED="1",
-        PYTHONPATH=os.pathsep.join(
-            [str(store.ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-        ),
-    )
-    if small:
-        env.setdefault("TRITON_INTERPRET", "1")
-    else:
-        env.pop("TRITON_INTERPRET", None)  # a GPU run must compile Triton kernels, not interpret them
-    cmd = [sys.executable, "-m", "coursekit.runner", str(path), str(out_json)] + (["--small"] if small else [])
-    with open(log, "w") as logf:
-        proc = subprocess.Popen(
-            cmd, stdout=logf, stderr=subprocess.STDOUT, env=env, cwd=store.ROOT, start_new_session=True
-        )
-        timed_out = False
-        try:
-            rc = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        finally:
-            # The snippet and anything it started (compile workers) go with it, also when this
-            # job itself is interrupted: nothing may keep running on the GPU behind our back.
+def declared_processes(path: Path) -> int:
+    """The snippet's module-level ``PROCESSES = N``: how many fresh processes measure it (1 if absent).
+    Read from the syntax tree: the job never imports a snippet."""
+    n = 1
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets = [node.target]
+        else:
+            continue
+        if any(isinstance(t, ast.Name) and t.id == "PROCESSES" for t in targets):
             try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
-        if timed_out:
-            return False, f"timed out after {timeout:.0f} s"
-    if rc != 0:
-        tail = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-1:] or ["(no output)"]
-        return False, f"exit code {rc}: {tail[0][:160]}"
-    return True, ""
+                n = ast.literal_eval(node.value)
+            except ValueError:
+                n = None  # not a literal
+            if type(n) is not int or n < 1:
+                raise Failed(f"PROCESSES must be a positive integer literal, not {ast.unparse(node.value)}")
+    return n
 
 
-def build(
-    only: list[str],
-    force: bool,
-    cpu: bool,
-    timeout: float,
-    hardware: str | None,
-    snippets_dir: Path,
-    results_dir: Path,
-    small: bool | None = None,
-) -> int:
-    gpu = None if cpu else detect_gpu()
-    if not cpu and gpu is None:
-        print(
-            "error: no CUDA GPU found on this machine; GPU results need one "
-            "(pass --cpu for a CPU run at small sizes into build_results/cpu/)",
-            file=sys.stderr,
+def is_up_to_date(path: Path, result: Path) -> tuple[bool, str]:
+    """Whether ``result`` was measured from the snippet as it is now; and, when a stored result
+    exists but cannot be used, why (naming the file). Never raises: an unusable result is re-run."""
+    if not result.exists():
+        return False, ""
+    try:
+        current = store.snippet_hash(path)
+    except (SyntaxError, OSError, ValueError):
+        return False, ""  # a snippet that no longer parses: running it reports why
+    try:
+        return store.load(result)["snippet_hash"] == current, ""
+    except store.ResultError as exc:
+        return False, str(exc)  # names the file
+    except (TypeError, KeyError, ValueError) as exc:  # a check that met a type it did not expect
+        return False, f"{result}: {type(exc).__name__}: {exc}"
+
+
+def previous_duration(result: Path) -> float:
+    """Seconds the stored result took to measure (for longest-first scheduling); inf when unknown,
+    so that new snippets start first."""
+    try:
+        return float(json.loads(result.read_text())["provenance"]["duration_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return float("inf")
+
+
+# ---------------------------------------------------------------- the results folder
+
+
+def lock_results(folder: Path, wait: bool):
+    """Hold an exclusive lock on a results folder for as long as the returned file stays open.
+    The file holds the holder's pid, for the message a second job prints. Returns None when
+    another job holds it and ``wait`` is false."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = open(folder / ".lock", "a+")  # "a+", not "w": the holder's pid must survive our opening it
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        holder = lock.read().strip() or "unknown"
+        if not wait:
+            lock.close()
+            print(
+                f"error: another build job (pid {holder}) holds {lock.name}; pass --wait to wait for it",
+                file=sys.stderr,
+            )
+            return None
+        print(f"waiting for the build job with pid {holder}, which holds {lock.name} ...", flush=True)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    lock.truncate(0)
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    return lock
+
+
+def remove_stale_temporaries(folder: Path) -> None:
+    """Delete the temporary files (store.write_atomic's .<name>.json.<random>.tmp) of writes that a
+    killed job left behind. Only with the lock held: otherwise they may be another job's writes."""
+    for tmp in sorted(folder.rglob(".*.json.*.tmp")):
+        tmp.unlink(missing_ok=True)
+        print(f"removed {tmp}, left behind by an interrupted write", flush=True)
+
+
+# ---------------------------------------------------------------- workers and their processes
+
+
+def cpu_list(cores) -> str:
+    """{0, 1, 2, 3, 8} -> "0-3,8", the notation of taskset and /proc/<pid>/status."""
+    spans: list[list[int]] = []
+    for c in sorted(cores):
+        if spans and c == spans[-1][1] + 1:
+            spans[-1][1] = c
+        else:
+            spans.append([c, c])
+    return ",".join(f"{a}-{b}" if a != b else f"{a}" for a, b in spans)
+
+
+@dataclass
+class Worker:
+    """One slot of the job: its GPU (None on the CPU) and the CPU cores its processes are pinned to."""
+
+    gpu: str | None  # the value of CUDA_VISIBLE_DEVICES for its processes
+    cores: list[int]
+    workers: int  # how many slots the job has
+
+    def env(self, small: bool) -> dict:
+        env = runner.snippet_env(small)
+        if self.gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self.gpu
+        return env
+
+    def provenance(self) -> dict:
+        prov = {"workers": self.workers, "cpu_affinity": cpu_list(self.cores)}
+        if self.gpu is not None:
+            prov["gpu_index"] = int(self.gpu) if self.gpu.isdigit() else self.gpu
+        return prov
+
+    def label(self) -> str:
+        return (f"GPU {self.gpu}, " if self.gpu is not None else "") + f"cores {cpu_list(self.cores)}"
+
+    def preexec(self, job_pid: int):
+        """What runs in the child between fork and exec: pin it to this worker's cores, and have
+        the kernel SIGKILL it when the job dies, even by SIGKILL, where no finally runs."""
+
+        def setup():
+            os.sched_setaffinity(0, self.cores)
+            if _LIBC is not None:
+                _LIBC.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+                if os.getppid() != job_pid:  # the job died before prctl took effect
+                    os._exit(1)
+
+        return setup
+
+
+def make_workers(n: int, gpus: bool) -> list[Worker]:
+    """N workers, each with a contiguous slice of this process's cores and, on a GPU run, GPU i
+    (the i-th of CUDA_VISIBLE_DEVICES where that is set)."""
+    cores = sorted(os.sched_getaffinity(0))
+    if n > len(cores):
+        raise ValueError(f"--gpus {n} needs a CPU core per worker; this job may use {len(cores)}")
+    visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    devices = visible or [str(i) for i in range(n)]
+    return [
+        Worker(devices[i] if gpus else None, cores[i * len(cores) // n : (i + 1) * len(cores) // n], n)
+        for i in range(n)
+    ]
+
+
+def _killpg(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+class Children:
+    """The snippet processes running now, so that every way out of the job can kill them."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._running: set[subprocess.Popen] = set()
+        self.stopping = False
+
+    def start(self, cmd: list[str], **kwargs) -> subprocess.Popen | None:
+        """Popen in a new session (its own process group); None once the job is stopping."""
+        with self._lock:
+            if self.stopping:
+                return None
+            proc = subprocess.Popen(cmd, start_new_session=True, **kwargs)
+            self._running.add(proc)
+            return proc
+
+    def end(self, proc: subprocess.Popen) -> None:
+        """Kill the process's group (what the snippet started goes with it) and reap it."""
+        _killpg(proc.pid)
+        proc.wait()
+        with self._lock:
+            self._running.discard(proc)
+
+    def kill_all(self) -> None:
+        with self._lock:
+            self.stopping = True
+            for proc in self._running:
+                _killpg(proc.pid)
+
+
+@dataclass
+class Task:
+    index: int  # position in the job's list, from 1
+    path: Path
+    key: str
+    target: Path
+
+
+@dataclass
+class Outcome:
+    task: Task
+    status: str  # "up to date", "written" or "failed"
+    processes: int = 0  # processes started
+    gpu_seconds: float = 0.0  # wall seconds they ran
+    reason: str = ""
+    log: Path | None = None
+
+
+def last_line(log: Path, snippet: Path) -> str:
+    """The log's last non-empty line after a colon, without the snippet's path (the summary names
+    the snippet already); nothing for an empty log."""
+    lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    return ": " + lines[-1].replace(f"{snippet}: ", "").removeprefix("error: ")[:300] if lines else ""
+
+
+class Job:
+    """One build: its settings, the running children, and the outcomes so far."""
+
+    def __init__(self, args, hardware: str, commit: str, logs: Path, workers: int):
+        self.args, self.hardware, self.commit, self.logs, self.workers = args, hardware, commit, logs, workers
+        self.children = Children()
+        self.outcomes: list[Outcome] = []
+        self.total = 0
+        self._print_lock = threading.Lock()
+
+    def say(self, line: str) -> None:
+        with self._print_lock:
+            print(line, flush=True)
+
+    def tag(self, task: Task) -> str:
+        return f"[{task.index}/{self.total}] {task.key:<32}"
+
+    def run_process(self, task: Task, worker: Worker, log: Path, out_json: Path) -> tuple[dict | None, str]:
+        """Run measure() once in a fresh process: (its output, "") or (None, why it failed)."""
+        out_json.unlink(missing_ok=True)  # a --logs-dir may hold an earlier job's
+        cmd = [sys.executable, "-m", "coursekit.runner", str(task.path), str(out_json)]
+        cmd += ["--small"] if self.args.small else []
+        with open(log, "w") as logf:
+            proc = self.children.start(
+                cmd,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                env=worker.env(self.args.small),
+                cwd=store.ROOT,
+                preexec_fn=worker.preexec(os.getpid()),
+            )
+            if proc is None:
+                return None, "the job is stopping"
+            try:
+                rc = proc.wait(timeout=self.args.timeout)
+            except subprocess.TimeoutExpired:
+                rc = None
+            finally:
+                self.children.end(proc)  # the snippet and its compile workers: nothing keeps running
+        if rc is None:
+            return None, f"timed out after {self.args.timeout:.0f} s"
+        if rc < 0:
+            return None, f"killed by {signal.Signals(-rc).name}{last_line(log, task.path)}"
+        if rc != 0:
+            return None, f"exit code {rc}{last_line(log, task.path)}"
+        if not out_json.exists():
+            return None, f"exited 0 without writing its data{last_line(log, task.path)}"
+        try:
+            return json.loads(out_json.read_text()), ""
+        except (OSError, ValueError) as exc:
+            return None, f"unreadable output: {exc}"
+
+    def document(self, task: Task, worker: Worker, outputs: list[dict], snippet_hash: str) -> dict:
+        """The result (schema 2) from the outputs of processes 1..N."""
+        durations = [out["provenance"]["duration_s"] for out in outputs]
+        prov = dict(outputs[0]["provenance"])  # device, versions and date, from process 1
+        prov.update(
+            commit=self.commit,
+            repetitions=outputs[0]["data"].get("repetitions"),
+            processes=len(outputs),
+            duration_s=round(sum(durations), 2),
+            durations_s=durations,
+            **worker.provenance(),
         )
+        snippets_root = self.args.snippets_dir.parent
+        doc = {
+            "schema_version": store.SCHEMA_VERSION,
+            "key": task.key,
+            "snippet": str(task.path.relative_to(snippets_root))
+            if task.path.is_relative_to(snippets_root)
+            else str(task.path),
+            "snippet_hash": snippet_hash,
+            "hardware": self.hardware,
+            "provenance": prov,
+            "data": outputs[0]["data"],
+        }
+        if len(outputs) > 1:
+            doc["runs"] = [out["data"] for out in outputs[1:]]
+        return doc
+
+    def measure(self, task: Task, worker: Worker) -> Outcome:
+        """Run all processes of one snippet and write its result if every one succeeded."""
+        outcome = Outcome(task, "failed")
+        try:
+            try:
+                hash_before = store.snippet_hash(task.path)
+                n = self.args.processes or declared_processes(task.path)
+            except (SyntaxError, OSError, ValueError) as exc:
+                raise Failed(f"cannot read or parse: {exc}") from None
+            self.say(f"{self.tag(task)} running {n} process(es) on {worker.label()}")
+            outputs = []
+            for k in range(1, n + 1):
+                where = f"process {k}/{n}: " if n > 1 else ""
+                stem = f"{task.key.replace('/', '__')}.{k}"
+                outcome.log = self.logs / f"{stem}.log"
+                start = time.perf_counter()
+                out, problem = self.run_process(task, worker, outcome.log, self.logs / f"{stem}.json")
+                outcome.processes += 1
+                outcome.gpu_seconds += time.perf_counter() - start
+                if problem:
+                    raise Failed(where + problem)
+                if not isinstance(out.get("data"), dict):  # said first: every later check would be about a dict
+                    raise Failed(f"{where}measure() returned a {type(out.get('data')).__name__}, not a dict")
+                outputs.append(out)
+                try:  # checked after every process: a bad one stops the snippet before the next
+                    store.validate(self.document(task, worker, outputs, hash_before), str(task.target))
+                except (store.ResultError, KeyError, TypeError, ValueError) as exc:
+                    raise Failed(f"{where}bad output: {exc}") from None
+                if n > 1:
+                    self.say(f"{self.tag(task)} process {k}/{n} ok  {out['provenance']['duration_s']:.1f} s")
+            try:
+                if store.snippet_hash(task.path) != hash_before:
+                    raise Failed("the snippet or a definition it uses changed while it ran")
+            except (SyntaxError, OSError, ValueError) as exc:
+                raise Failed(f"the snippet changed while it ran and no longer parses: {exc}") from None
+            try:
+                store.write_atomic(task.target, self.document(task, worker, outputs, hash_before))
+            except (store.ResultError, OSError) as exc:
+                raise Failed(f"cannot write the result: {exc}") from None
+            outcome.status, outcome.log = "written", None
+        except Failed as exc:
+            outcome.reason = str(exc)
+        return outcome
+
+    def work(self, worker: Worker, tasks: queue.SimpleQueue) -> None:
+        """One worker's loop: take the next snippet, measure it, report; until none is left."""
+        while not self.children.stopping:
+            try:
+                task = tasks.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                outcome = self.measure(task, worker)
+            except Exception as exc:  # a bug in this job: report it against the snippet, carry on
+                outcome = Outcome(task, "failed", reason=f"internal error: {exc!r}")
+            if self.children.stopping:
+                return  # killed by the job's own interrupt: not the snippet's failure
+            self.outcomes.append(outcome)
+            status = "ok" if outcome.status == "written" else f"FAILED ({outcome.reason})"
+            log = f"  (log: {outcome.log})" if outcome.log else ""
+            self.say(f"{self.tag(task)} {status}  {outcome.gpu_seconds:.1f} s{log}")
+
+
+# ---------------------------------------------------------------- the build
+
+
+def build(args: argparse.Namespace) -> int:
+    start = time.perf_counter()
+    gpu = None
+    if not args.cpu:
+        gpu = detect_gpu()
+        if gpu is None:
+            print(
+                "error: no CUDA GPU found on this machine; GPU results need one "
+                f"(pass --cpu for a CPU run at small sizes into {CPU_RESULTS_DIR})",
+                file=sys.stderr,
+            )
+            return 2
+        if args.gpus > gpu[1]:
+            print(f"error: --gpus {args.gpus}, but this machine has {gpu[1]} GPU(s)", file=sys.stderr)
+            return 2
+    try:
+        workers = make_workers(args.gpus, gpus=gpu is not None)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
-    hardware = hardware or ("cpu" if cpu else hardware_slug(gpu))
-    small = cpu if small is None else small
+    hardware = args.hardware or ("cpu" if args.cpu else hardware_slug(gpu[0]))
     snippets = [
         p
-        for p in store.snippet_files(snippets_dir)
-        if not only or any(store.snippet_key(p) == o or store.snippet_key(p).startswith(o + "/") for o in only)
+        for p in store.snippet_files(args.snippets_dir)
+        if not args.only
+        or any(store.snippet_key(p) == o or store.snippet_key(p).startswith(o + "/") for o in args.only)
     ]
     if not snippets:
-        print(f"error: no snippet matches {only or 'anything'} under {snippets_dir}", file=sys.stderr)
+        print(f"error: no snippet matches {args.only or 'anything'} under {args.snippets_dir}", file=sys.stderr)
         return 2
-    commit = project_commit()
-    print(
-        f"build_results: {len(snippets)} snippet(s) for {hardware} ({gpu or 'CPU, small sizes'}), commit {commit[:12]}",
-        flush=True,
-    )
-
-    rows, failed = [], []
-    logs = Path(tempfile.mkdtemp(prefix="build_results_logs_"))
-    for i, path in enumerate(snippets, 1):
-        key = store.snippet_key(path)
-        target = store.result_path(key, hardware, results_dir)
-        prefix = f"[{i}/{len(snippets)}] {key:<32}"
-        if not force and is_up_to_date(path, target):
-            print(f"{prefix} up to date", flush=True)
-            rows.append((key, "up to date", 0.0))
-            continue
-        print(f"{prefix} running ...", flush=True)
+    folder = args.results_dir / hardware
+    lock = lock_results(folder, args.wait)
+    if lock is None:
+        return LOCKED
+    with lock:  # held until the job ends; the kernel releases it however the job ends
+        remove_stale_temporaries(folder)
+        commit = project_commit()
+        logs = args.logs_dir or Path(tempfile.mkdtemp(prefix="build_results_logs_"))
+        logs.mkdir(parents=True, exist_ok=True)
+        seats = f"{args.gpus} GPU(s)" if gpu else f"{args.gpus} CPU worker(s)"
+        print(
+            f"build_results: {len(snippets)} snippet(s) for {hardware} ({gpu[0] if gpu else 'CPU, small sizes'}) "
+            f"on {seats}, commit {commit[:12]}\nresults in {folder}",
+            flush=True,
+        )
+        job = Job(args, hardware, commit, logs, len(workers))
+        job.total = len(snippets)
+        tasks = []
+        for i, path in enumerate(snippets, 1):
+            key = store.snippet_key(path)
+            task = Task(i, path, key, store.result_path(key, hardware, args.results_dir))
+            fresh, problem = is_up_to_date(path, task.target)
+            if problem:
+                print(f"{job.tag(task)} stored result unusable, measuring again: {problem}", flush=True)
+            if fresh and not args.force:
+                print(f"{job.tag(task)} up to date", flush=True)
+                job.outcomes.append(Outcome(task, "up to date"))
+            else:
+                tasks.append(task)
+        if len(workers) > 1:  # longest first, so that the last snippet to start is a short one
+            tasks.sort(key=lambda t: -previous_duration(t.target))
+        todo = queue.SimpleQueue()
+        for task in tasks:
+            todo.put(task)
+        threads = [threading.Thread(target=job.work, args=(w, todo), daemon=True) for w in workers]
         try:
-            hash_before = store.snippet_hash(path)
-        except (SyntaxError, OSError, UnicodeDecodeError) as exc:
-            print(f"{prefix} FAILED (cannot read or parse: {exc})", flush=True)
-            rows.append((key, "FAILED", 0.0))
-            failed.append((key, f"cannot read or parse: {exc}", None))
-            continue
-        start = time.perf_counter()
-        out_json = logs / f"{key.replace('/', '__')}.json"
-        log = logs / f"{key.replace('/', '__')}.log"
-        ok, reason = run_one(path, out_json, small, timeout, log)
-        elapsed = time.perf_counter() - start
-        if ok:
-            try:
-                child = json.loads(out_json.read_text())
-                prov = dict(child["provenance"])
-                prov.update(
-                    commit=commit,
-                    repetitions=child["data"].get("repetitions") if isinstance(child["data"], dict) else None,
-                )
-                if store.snippet_hash(path) != hash_before:
-                    raise store.ResultError("the snippet or a module it imports changed while it ran")
-                doc = {
-                    "schema_version": store.SCHEMA_VERSION,
-                    "key": key,
-                    "snippet": str(path.relative_to(snippets_dir.parent))
-                    if path.is_relative_to(snippets_dir.parent)
-                    else str(path),
-                    "snippet_hash": hash_before,
-                    "hardware": hardware,
-                    "provenance": prov,
-                    "data": child["data"],
-                }
-                store.write_atomic(target, doc)
-            except (store.ResultError, json.JSONDecodeError, KeyError, TypeError, OSError, SyntaxError) as exc:
-                ok, reason = False, f"bad output: {exc}"[:200]
-        status = "ok" if ok else f"FAILED ({reason})"
-        print(f"{prefix} {status}  {elapsed:.1f} s  (log: {log})", flush=True)
-        rows.append((key, "written" if ok else "FAILED", elapsed))
-        if not ok:
-            failed.append((key, reason, log))
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        except BaseException:  # Ctrl-C, SIGTERM, SIGHUP: no snippet may keep running on the GPU
+            job.children.kill_all()
+            print(f"interrupted: the running snippets were killed; logs kept in {logs}", file=sys.stderr)
+            raise
+        return report(job, args, hardware, gpu, time.perf_counter() - start)
 
+
+def report(job: Job, args: argparse.Namespace, hardware: str, gpu, wall: float) -> int:
+    """Print the summary (and write it as JSON with --summary-json); the job's exit code."""
+    rows = sorted(job.outcomes, key=lambda o: o.task.index)
+    failed = [o for o in rows if o.status == "failed"]
+    total = sum(o.gpu_seconds for o in rows)
     print("\nsummary")
-    for key, status, elapsed in rows:
-        print(f"  {key:<32} {status:<11} {elapsed:7.1f} s")
+    for o in rows:
+        status = "FAILED" if o.status == "failed" else o.status
+        print(f"  {o.task.key:<32} {status:<11} {o.processes:3d} process(es) {o.gpu_seconds:8.1f} s")
     if failed:
         print(f"\n{len(failed)} snippet(s) failed; their stored results were left as they were:")
-        for key, reason, log in failed:
-            print(f"  {key}: {reason}" + (f"\n    log: {log}" if log else ""))
-        return 1
-    shutil.rmtree(logs, ignore_errors=True)  # all went well: the logs are not needed
-    return 0
+        for o in failed:
+            print(f"  {o.task.key}: {o.reason}" + (f"\n    log: {o.log}" if o.log else ""))
+        print(f"logs kept in {job.logs}")
+    elif not args.logs_dir:
+        shutil.rmtree(job.logs, ignore_errors=True)  # all went well: the logs are not needed
+    if args.summary_json:
+        summary = {
+            "hardware": hardware,
+            "gpus": job.workers,
+            "cpu": args.cpu,
+            "wall_s": round(wall, 1),
+            "gpu_seconds": round(total, 1),
+            "snippets": [
+                dict(key=o.task.key, status=o.status, processes=o.processes, gpu_seconds=round(o.gpu_seconds, 1))
+                | ({"reason": o.reason} if o.reason else {})
+                for o in rows
+            ],
+        }
+        args.summary_json.parent.mkdir(parents=True, exist_ok=True)
+        args.summary_json.write_text(json.dumps(summary, indent=1) + "\n")
+    seats, unit = (f"{job.workers} GPU(s)", "GPU") if gpu else (f"{job.workers} CPU worker(s)", "worker")
+    print(f"wall time {wall:.1f} s for {len(rows)} snippets on {seats}; {unit} seconds {total:.1f}")
+    return 1 if failed else 0
 
 
-def _terminate(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")  # unwinds through run_one's finally: the snippet is killed
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return int(text)
 
 
-def main(argv=None) -> int:
-    signal.signal(signal.SIGTERM, _terminate)
+def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="*", default=[], help="module folders or keys, e.g. m02 or m02/crossover")
     parser.add_argument("--force", action="store_true", help="re-measure up-to-date snippets too")
     parser.add_argument("--cpu", action="store_true", help="run on the CPU at small sizes (not GPU results)")
-    parser.add_argument("--timeout", type=float, default=600, help="seconds per snippet (default 600)")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per process (default 600)")
+    parser.add_argument(
+        "--processes", type=_positive_int, help="fresh processes per snippet (default: its PROCESSES, else 1)"
+    )
+    parser.add_argument("--gpus", type=_positive_int, default=1, help="snippets run at a time, one per GPU")
+    parser.add_argument("--wait", action="store_true", help="wait for another job holding the results folder")
     parser.add_argument("--hardware", help="results folder name (default: from the GPU's name)")
     parser.add_argument("--snippets-dir", type=Path, default=store.SNIPPETS_DIR)
-    parser.add_argument("--results-dir", type=Path, default=store.RESULTS_DIR)
-    args = parser.parse_args(argv)
-    return build(
-        args.only,
-        args.force,
-        args.cpu,
-        args.timeout,
-        args.hardware,
-        args.snippets_dir.resolve(),
-        args.results_dir.resolve(),
+    parser.add_argument(
+        "--results-dir", type=Path, help=f"default {store.RESULTS_DIR}, or {CPU_RESULTS_DIR} with --cpu"
     )
+    parser.add_argument("--logs-dir", type=Path, help="keep the logs here (default: a temporary folder)")
+    parser.add_argument("--summary-json", type=Path, help="also write the summary to this JSON file")
+    args = parser.parse_args(argv)
+    args.results_dir = (args.results_dir or (CPU_RESULTS_DIR if args.cpu else store.RESULTS_DIR)).resolve()
+    args.snippets_dir = args.snippets_dir.resolve()
+    args.logs_dir = args.logs_dir and args.logs_dir.resolve()
+    args.small = args.cpu  # small sizes on the CPU, full sizes on a GPU
+    return args
+
+
+def _terminate(signum, frame):
+    raise Interrupted(signum)  # unwinds through build(), which kills the running snippets
+
+
+def main(argv=None) -> int:
+    for signum in (signal.SIGTERM, signal.SIGHUP):  # a closed terminal (SIGHUP) is handled like kill
+        signal.signal(signum, _terminate)
+    args = parse_args(argv)
+    try:
+        return build(args)
+    except (Interrupted, KeyboardInterrupt) as exc:
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        print(f"build_results: stopped by {signal.Signals(signum).name}", file=sys.stderr)
+        return 128 + signum
 
 
 if __name__ == "__main__":

@@ -6,6 +6,9 @@ The build job (coursekit.build) starts one of these per snippet, so that the cac
 allocator, compile caches and CUDA state never leak from one experiment into the next.
 The output holds the snippet's data and the provenance that only this process can see
 (device, driver, library versions); the build job adds the rest and validates it.
+
+A watchdog thread kills this process and its process group (compile workers it started) when
+its parent, the build job, is gone: a SIGKILLed job runs no cleanup of its own.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ import importlib.util
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -109,7 +114,18 @@ def call_measure(snippet: Path, small: bool):
         ) from None
 
 
+def _die_with_parent(parent: int) -> None:
+    """Poll until the parent process is gone, then SIGKILL this process's group (or, where this
+    process leads no group of its own, only itself: never a shell's job that it happens to be in)."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    if os.getpgid(0) == os.getpid():  # started with start_new_session=True, as the build job does
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def main(argv=None) -> int:
+    threading.Thread(target=_die_with_parent, args=(os.getppid(),), daemon=True).start()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("snippet", type=Path)
     parser.add_argument("out", type=Path)

@@ -1,12 +1,26 @@
-"""The GPU build job's behaviour on good and bad snippets, on a machine without a GPU."""
+"""The GPU build job's behaviour on good and bad snippets, on a machine without a GPU.
+
+Every job here runs on the CPU (--cpu) on synthetic snippets in tmp_path, with its logs in
+tmp_path too (--logs-dir): nothing is left in /tmp or in the repository.
+"""
 
 import json
+import os
+import re
 import shutil
+import signal
+import subprocess
+import sys
 import time
 
+import pytest
 from conftest import ROOT, run_python
 
+from coursekit import build as job
 from coursekit import results as store
+
+BUILD = str(ROOT / "scripts" / "build_results.py")
+SUMMARY = {"median": 1.0, "p10": 1.0, "p90": 1.0, "min": 1.0, "max": 1.0, "n": 1, "unit": "us"}
 
 GOOD = """
 from coursekit.bench import host_us
@@ -14,78 +28,196 @@ from coursekit.bench import host_us
 def measure(small=False):
     return {"repetitions": 3, "t": host_us(lambda: sum(range(100)), calls=10, repeats=3, warmup=1)}
 """
+# a constant summary: what the job does with the data, not how it was timed
+QUICK = f"""
+import os
+
+def measure(small=False):
+    return {{"repetitions": 1, "t": {SUMMARY!r}, "pid": os.getpid(), "cores": sorted(os.sched_getaffinity(0))}}
+"""
 RAISES = "def measure(small=False):\n    raise RuntimeError('snippet broke')\n"
 HANGS = "import time\n\ndef measure(small=False):\n    time.sleep(120)\n"
 GARBAGE = "def measure(small=False):\n    return {'repetitions': 1, 't': float('nan')}\n"
 NO_SPREAD = "def measure(small=False):\n    return {'repetitions': 1, 'speed': 3.0}\n"
 SYNTAX = "def measure(small=False):\n    return {\n"
+RETURNS_LIST = "def measure(small=False):\n    return [1.0, 2.0]\n"
+EXITS = "import sys\n\ndef measure(small=False):\n    sys.exit(0)\n"
+OS_EXIT = "import os\n\ndef measure(small=False):\n    os._exit(0)\n"
+# hangs after writing its pid (and, with a second line, starting a child of its own) to PIDFILE
+HANGS_MARKED = """
+import os, subprocess, time
+from pathlib import Path
+
+def measure(small=False):
+    pids = [os.getpid()] + ([subprocess.Popen(["sleep", "120"]).pid] if {with_child} else [])
+    Path({pidfile!r}).write_text(" ".join(map(str, pids)))
+    time.sleep(120)
+"""
+# two processes; the second one fails (MARK: a file that the first one creates)
+FLAKY = f"""
+from pathlib import Path
+
+PROCESSES = 2
+
+def measure(small=False):
+    mark = Path("MARK")
+    if mark.exists():
+        raise RuntimeError("the second process broke")
+    mark.write_text("1")
+    return {{"repetitions": 1, "t": {SUMMARY!r}}}
+"""
 
 
-def make_tree(tmp_path):
-    snippets = tmp_path / "snippets" / "mx"
-    snippets.mkdir(parents=True)
-    for name, src in dict(
-        good=GOOD, raises=RAISES, hangs=HANGS, garbage=GARBAGE, no_spread=NO_SPREAD, syntax=SYNTAX
-    ).items():
-        (snippets / f"{name}.py").write_text(src)
-    results = tmp_path / "build_results"
-    # an existing, valid result for each failing snippet (from an older version of the code)
-    existing = {}
-    for name in ("raises", "hangs", "garbage", "no_spread", "syntax"):
-        doc = {
-            "schema_version": 1,
-            "key": f"mx/{name}",
-            "snippet": f"snippets/mx/{name}.py",
-            "snippet_hash": "0" * 64,
-            "hardware": "cpu",
-            "provenance": {f: "x" for f in store.PROVENANCE_FIELDS} | {"repetitions": 1},
-            "data": {"repetitions": 1, "t": {"median": 1.0, "p10": 1.0, "p90": 1.0, "n": 1}},
-        }
-        path = store.result_path(f"mx/{name}", "cpu", results)
-        store.write_atomic(path, doc)
-        existing[path] = path.read_bytes()
-    return tmp_path / "snippets", results, existing
-
-
-def build(snippets, results, *extra, timeout=120):
-    return run_python(
-        [
-            str(ROOT / "scripts" / "build_results.py"),
-            "--snippets-dir",
-            str(snippets),
-            "--results-dir",
-            str(results),
-            *extra,
-        ],
-        timeout=timeout,
+def result_doc(key: str, snippet_hash: str = "0" * 64, duration_s: float = 1.0) -> dict:
+    """A complete, valid result (schema 2) with made-up provenance."""
+    prov = dict(
+        gpu="none (CPU run)",
+        gpu_count=0,
+        driver="none",
+        cuda="none",
+        torch="2.13.0",
+        triton="3.6.0",
+        python="3.11.7",
+        cpu="test CPU",
+        cpu_count=2,
+        os_kernel="6.1.0",
+        date="2026-01-01T00:00:00+00:00",
+        commit="0" * 40,
+        repetitions=1,
+        processes=1,
+        duration_s=duration_s,
+        durations_s=[duration_s],
+        workers=1,
+        cpu_affinity="0",
     )
+    return {
+        "schema_version": store.SCHEMA_VERSION,
+        "key": key,
+        "snippet": f"snippets/{key}.py",
+        "snippet_hash": snippet_hash,
+        "hardware": "cpu",
+        "provenance": prov,
+        "data": {"repetitions": 1, "t": dict(SUMMARY)},
+    }
+
+
+def make_tree(tmp_path, stored=(), durations=None, **sources):
+    """snippets/mx/<name>.py for each source, and an older valid result for each name in ``stored``
+    (which took 1 s to measure, or what ``durations`` says)."""
+    snippets = tmp_path / "snippets"
+    (snippets / "mx").mkdir(parents=True)
+    for name, src in sources.items():
+        (snippets / "mx" / f"{name}.py").write_text(src)
+    results = tmp_path / "build_results"
+    existing = {}
+    for name in stored:
+        path = store.result_path(f"mx/{name}", "cpu", results)
+        store.write_atomic(path, result_doc(f"mx/{name}", duration_s=(durations or {}).get(name, 1.0)))
+        existing[path] = path.read_bytes()
+    return snippets, results, existing
+
+
+def job_args(snippets, results, extra, logs=True):
+    logs_dir = ["--logs-dir", str(snippets.parent / "logs")] if logs else []
+    return [BUILD, "--snippets-dir", str(snippets), "--results-dir", str(results), *logs_dir, *map(str, extra)]
+
+
+def build(snippets, results, *extra, timeout=120, logs=True, env=None):
+    """Run the job to its end; its logs in tmp_path/logs unless ``logs`` is false."""
+    return run_python(job_args(snippets, results, extra, logs), timeout=timeout, env_extra=env)
+
+
+def start_build(snippets, results, *extra, name="job"):
+    """Start the job in the background, its output in tmp_path/<name>.out; returns (Popen, that path)."""
+    out = snippets.parent / f"{name}.out"
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONUNBUFFERED="1", CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(ROOT))
+    with open(out, "w") as f:
+        proc = subprocess.Popen([sys.executable, *job_args(snippets, results, extra)], stdout=f, stderr=f, env=env)
+    return proc, out
+
+
+def wait_for(condition, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} within {seconds} s"
+        time.sleep(0.05)
+
+
+def alive(pid: int) -> bool:
+    """Whether the process runs (a zombie, dead but not yet reaped by its new parent, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def read_pids(pidfile) -> list[int]:
+    """The pids a HANGS_MARKED snippet wrote, once it has."""
+    wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), 60, "the snippet did not start")
+    return [int(p) for p in pidfile.read_text().split()]
+
+
+def kill_leftovers(pidfile) -> None:
+    """Clean up after a failed assertion: the processes this test started, by the pids they wrote."""
+    for pid in pidfile.read_text().split() if pidfile.exists() else []:
+        if alive(int(pid)):
+            os.kill(int(pid), signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    """A tree with one snippet (GOOD) and its fresh result, measured once for the tests that copy it."""
+    base = tmp_path_factory.mktemp("measured")
+    snippets, results, _ = make_tree(base, good=GOOD)
+    proc = build(snippets, results, "--cpu")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return base
+
+
+def copy_of(measured, tmp_path):
+    shutil.copytree(measured, tmp_path / "tree")
+    return tmp_path / "tree" / "snippets", tmp_path / "tree" / "build_results"
+
+
+# ---------------------------------------------------------------- what the job has always done
 
 
 def test_failures_leave_results_untouched_and_are_named(tmp_path):
-    snippets, results, existing = make_tree(tmp_path)
-    proc = build(snippets, results, "--cpu", "--timeout", "10")
+    failing = dict(raises=RAISES, hangs=HANGS, garbage=GARBAGE, no_spread=NO_SPREAD, syntax=SYNTAX)
+    snippets, results, existing = make_tree(tmp_path, stored=failing, durations={"hangs": 100}, good=GOOD, **failing)
+    proc = build(snippets, results, "--cpu", "--timeout", "15", "--gpus", "2")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
-    for name in ("raises", "hangs", "garbage", "no_spread", "syntax"):
+    started = re.findall(r"(mx/\w+) +running", out)
+    assert started[0] == "mx/hangs", f"two workers did not start with the longest snippet: {started}"
+    for name in failing:
         assert f"mx/{name}" in out.split("failed")[-1], f"summary does not name mx/{name}:\n{out}"
     assert "timed out" in out and "snippet broke" in out and "not a finite number" in out
     for path, before in existing.items():
         assert path.read_bytes() == before, f"{path} was changed by a failing snippet"
+    assert "mx/good" not in out.split("failed")[-1], out
     good = store.load(store.result_path("mx/good", "cpu", results))
     assert good["snippet_hash"] == store.snippet_hash(snippets / "mx" / "good.py")
     assert good["provenance"]["gpu"] == "none (CPU run)" and good["provenance"]["repetitions"] == 3
     assert not list(results.rglob("*.tmp")), "a temporary file was left behind"
 
 
-def test_up_to_date_snippets_are_skipped_quickly(tmp_path):
-    snippets, results, _ = make_tree(tmp_path)
-    for name in ("raises", "hangs", "garbage", "no_spread", "syntax"):
-        (snippets / "mx" / f"{name}.py").unlink()
-    assert build(snippets, results, "--cpu").returncode == 0
+def test_up_to_date_snippets_are_skipped_quickly(measured, tmp_path):
+    snippets, results = copy_of(measured, tmp_path)
     start = time.perf_counter()
     proc = build(snippets, results, "--cpu")
     assert proc.returncode == 0 and "up to date" in proc.stdout, proc.stdout + proc.stderr
     assert time.perf_counter() - start < 10, "a no-op rebuild must take under 10 s"
+
+
+def test_refuses_gpu_results_without_a_gpu(tmp_path):
+    snippets, results, _ = make_tree(tmp_path, stored=["raises"], raises=RAISES)
+    before = sorted(p for p in results.rglob("*") if p.is_file())
+    proc = build(snippets, results)
+    assert proc.returncode == 2
+    assert "no CUDA GPU" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert sorted(p for p in results.rglob("*") if p.is_file()) == before
 
 
 def test_comment_changes_keep_a_result_fresh_and_code_changes_do_not(tmp_path):
@@ -98,44 +230,223 @@ def test_comment_changes_keep_a_result_fresh_and_code_changes_do_not(tmp_path):
     assert store.snippet_hash(path) != before
 
 
-def test_refuses_gpu_results_without_a_gpu(tmp_path):
-    snippets, results, existing = make_tree(tmp_path)
-    before = sorted(p for p in results.rglob("*") if p.is_file())
-    proc = build(snippets, results)
-    assert proc.returncode == 2
-    assert "no CUDA GPU" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    assert sorted(p for p in results.rglob("*") if p.is_file()) == before
-
-
 def test_malformed_result_is_reported_with_its_path(tmp_path):
     bad = tmp_path / "m02" / "broken.json"
     bad.parent.mkdir()
-    bad.write_text('{"schema_version": 1, "key": ')
-    try:
+    bad.write_text('{"schema_version": 2, "key": ')
+    with pytest.raises(store.ResultError, match=re.escape(str(bad))):
         store.load(bad)
-    except store.ResultError as exc:
-        assert str(bad) in str(exc)
-    else:
-        raise AssertionError("a truncated results file loaded without error")
-    shutil.copy(ROOT / "build_results" / store.REFERENCE_HARDWARE / "methodology" / "ceilings.json", bad)
-    doc = json.loads(bad.read_text())
+    doc = result_doc("m02/broken")
     del doc["provenance"]["driver"]
     bad.write_text(json.dumps(doc))
-    try:
+    with pytest.raises(store.ResultError) as err:
         store.load(bad)
-    except store.ResultError as exc:
-        assert str(bad) in str(exc) and "driver" in str(exc)
-    else:
-        raise AssertionError("a result without full provenance loaded without error")
+    assert str(bad) in str(err.value) and "driver" in str(err.value)
+
+
+# ---------------------------------------------------------------- processes, GPUs, summary
+
+
+def test_processes_and_workers_are_recorded_per_snippet(tmp_path):
+    twice, bad_count = "PROCESSES = 2\n" + QUICK, "PROCESSES = 'two'\n" + QUICK
+    flaky = FLAKY.replace("MARK", str(tmp_path / "flaky.mark"))
+    snippets, results, existing = make_tree(tmp_path, stored=["flaky"], twice=twice, flaky=flaky, bad_count=bad_count)
+    summary_json = tmp_path / "summary.json"
+    proc = build(snippets, results, "--cpu", "--gpus", "2", "--summary-json", summary_json)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "mx/flaky: process 2/2:" in out and "the second process broke" in out
+    assert "PROCESSES must be a positive integer literal" in out
+    assert all(path.read_bytes() == before for path, before in existing.items()), "a failed process wrote a result"
+    assert f"results in {results / 'cpu'}" in out
+    last = proc.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"wall time \d+\.\d s for 3 snippets on 2 CPU worker\(s\); worker seconds \d+\.\d", last), last
+
+    doc = store.load(store.result_path("mx/twice", "cpu", results))
+    prov, runs = doc["provenance"], doc["runs"]
+    assert prov["processes"] == 2 and len(runs) == 1 and len(prov["durations_s"]) == 2
+    assert prov["duration_s"] == pytest.approx(sum(prov["durations_s"]), abs=0.02)
+    assert doc["data"]["pid"] != runs[0]["pid"], "the two processes were not fresh ones"
+    half = len(os.sched_getaffinity(0)) // 2
+    for data in (doc["data"], runs[0]):  # each process ran pinned to its worker's half of the cores
+        assert len(data["cores"]) == half and job.cpu_list(data["cores"]) == prov["cpu_affinity"]
+    assert prov["workers"] == 2 and "gpu_index" not in prov
+
+    summary = json.loads(summary_json.read_text())
+    rows = {row["key"]: row for row in summary["snippets"]}
+    assert summary["gpus"] == 2 and summary["wall_s"] > 0
+    assert rows["mx/twice"]["status"] == "written" and rows["mx/twice"]["processes"] == 2
+    assert rows["mx/twice"]["gpu_seconds"] > 0
+    assert rows["mx/flaky"]["status"] == "failed" and rows["mx/flaky"]["processes"] == 2
+    assert rows["mx/bad_count"]["processes"] == 0
+
+    # --processes overrides every snippet's PROCESSES; one process stores no runs
+    proc = build(snippets, results, "--cpu", "--only", "mx/twice", "--force", "--processes", "1")
+    doc = store.load(store.result_path("mx/twice", "cpu", results))
+    assert proc.returncode == 0 and doc["provenance"]["processes"] == 1 and "runs" not in doc, proc.stdout
+
+
+def test_more_gpus_than_present_is_refused_before_anything_runs(tmp_path, monkeypatch, capsys):
+    snippets, results, _ = make_tree(tmp_path, quick=QUICK)
+    monkeypatch.setattr(job, "detect_gpu", lambda: ("NVIDIA Test GPU", 1))
+    args = job.parse_args(["--gpus", "2", "--snippets-dir", str(snippets), "--results-dir", str(results)])
+    assert job.build(args) == 2
+    assert "--gpus 2, but this machine has 1 GPU(s)" in capsys.readouterr().err
+    assert not results.exists()
+
+
+# ---------------------------------------------------------------- defects, each named after what went wrong
+
+
+def test_two_jobs_on_one_results_folder_are_locked_out(tmp_path):
+    """D1: a second job on the same results folder refuses at once (exit 3, naming the holder) or waits."""
+    pidfile = tmp_path / "hangs.pid"
+    snippets, results, _ = make_tree(
+        tmp_path, hangs=HANGS_MARKED.format(pidfile=str(pidfile), with_child=0), raises=RAISES
+    )
+    first, _ = start_build(snippets, results, "--cpu", "--only", "mx/hangs", "--timeout", "100", name="first")
+    waiting = None
+    try:
+        [snippet] = read_pids(pidfile)
+        second = build(snippets, results, "--cpu", "--only", "mx/raises")
+        assert second.returncode == 3 and f"pid {first.pid}" in second.stderr, second.stdout + second.stderr
+        assert "snippet broke" not in second.stdout + second.stderr
+
+        waiting, out = start_build(snippets, results, "--cpu", "--only", "mx/raises", "--wait", name="waiting")
+        wait_for(lambda: f"pid {first.pid}" in out.read_text(), 30, "--wait did not say whom it waits for")
+        assert waiting.poll() is None
+        first.terminate()
+        assert first.wait(timeout=30) == 128 + signal.SIGTERM
+        assert waiting.wait(timeout=60) == 1 and "snippet broke" in out.read_text(), out.read_text()
+        assert not alive(snippet), "SIGTERM left the snippet running"
+    finally:
+        for proc in (first, waiting):
+            if proc and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        kill_leftovers(pidfile)
+
+
+def test_sighup_or_sigkill_of_the_job_leaves_no_snippet_running(tmp_path):
+    """D2: a closed terminal (SIGHUP) or a SIGKILL of the job takes the snippet with it."""
+    pidfile = tmp_path / "hangs.pid"
+    snippets, results, _ = make_tree(tmp_path, hangs=HANGS_MARKED.format(pidfile=str(pidfile), with_child=0))
+    for sig in (signal.SIGHUP, signal.SIGKILL):
+        pidfile.unlink(missing_ok=True)
+        proc, out = start_build(snippets, results, "--cpu", "--timeout", "100", name=sig.name)
+        try:
+            [snippet] = read_pids(pidfile)
+            proc.send_signal(sig)
+            assert proc.wait(timeout=30) == (128 + sig if sig == signal.SIGHUP else -sig), out.read_text()
+            wait_for(lambda: not alive(snippet), 5, f"the snippet still ran after the job's {sig.name}")
+        finally:
+            proc.kill()
+            proc.wait()
+            kill_leftovers(pidfile)
+
+
+def test_runner_dies_with_its_parent_and_takes_its_group(tmp_path):
+    """D2: the runner's watchdog kills its process group (what the snippet started) when its parent
+    dies without cleaning up, also where the kernel's parent-death signal is not set."""
+    pidfile = tmp_path / "group.pid"
+    snippet = tmp_path / "group.py"
+    snippet.write_text(HANGS_MARKED.format(pidfile=str(pidfile), with_child=1))
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time; subprocess.Popen(sys.argv[1:], start_new_session=True); time.sleep(120)",
+            *[sys.executable, "-m", "coursekit.runner", str(snippet), str(tmp_path / "out.json")],
+        ],
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    try:
+        pids = read_pids(pidfile)
+        parent.kill()
+        parent.wait()
+        wait_for(lambda: not any(alive(p) for p in pids), 5, "the runner or its child outlived the runner's parent")
+    finally:
+        parent.kill()
+        parent.wait()
+        kill_leftovers(pidfile)
+
+
+def test_misleading_messages_name_what_the_snippet_did(tmp_path):
+    """D12: a list from measure(), sys.exit(0) in it, and an exit without output are named as such."""
+    snippets, results, _ = make_tree(tmp_path, returns_list=RETURNS_LIST, exits=EXITS, os_exit=OS_EXIT)
+    proc = build(snippets, results, "--cpu", "--gpus", "2")
+    out = proc.stdout
+    assert proc.returncode == 1, out + proc.stderr
+    assert "mx/returns_list: measure() returned a list, not a dict" in out
+    assert "mx/exits: exit code 2: measure() called sys.exit(0) instead of returning its data" in out
+    assert "mx/os_exit: exited 0 without writing its data" in out
+    assert "provenance lacks" not in out and "No such file" not in out
+
+
+def test_malformed_stored_result_is_measured_again_not_a_crash(measured, tmp_path):
+    """The up-to-date check names an unusable stored result and re-measures the snippet."""
+    snippets, results = copy_of(measured, tmp_path)
+    path = store.result_path("mx/good", "cpu", results)
+    doc = json.loads(path.read_text())
+    doc["data"]["t"]["median"] = "7.3"
+    path.write_text(json.dumps(doc))
+    proc = build(snippets, results, "--cpu")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(rf"stored result unusable, measuring again: {re.escape(str(path))}.*median", proc.stdout)
+    assert store.is_number(store.load(path)["data"]["t"]["median"])
+
+
+def test_stale_temporary_files_are_removed_under_the_lock(measured, tmp_path):
+    """D13a: a write killed half-way leaves .<name>.json.<random>.tmp; the next job deletes it."""
+    snippets, results = copy_of(measured, tmp_path)
+    stale = results / "cpu" / "mx" / ".good.json.k3x9a1b2.tmp"
+    stale.write_text('{"schema_version": ')
+    elsewhere = results / "other-gpu" / "mx" / ".good.json.q7w8e9r0.tmp"  # another hardware's folder: not ours
+    elsewhere.parent.mkdir(parents=True)
+    elsewhere.write_text("{")
+    proc = build(snippets, results, "--cpu")
+    assert proc.returncode == 0 and f"removed {stale}" in proc.stdout, proc.stdout + proc.stderr
+    assert not stale.exists() and elsewhere.exists()
+
+
+def test_cpu_results_stay_out_of_build_results():
+    """D13b: --cpu writes to an ignored folder unless --results-dir says otherwise."""
+    default = job.parse_args(["--cpu"]).results_dir
+    assert default == ROOT / ".cache" / "cpu-results" and not default.is_relative_to(store.RESULTS_DIR)
+    assert job.parse_args([]).results_dir == store.RESULTS_DIR
+    assert job.parse_args(["--cpu", "--results-dir", "/x"]).results_dir == job.Path("/x")
+    ignored = subprocess.run(["git", "check-ignore", "-q", str(default / "cpu" / "m02" / "x.json")], cwd=ROOT)
+    assert ignored.returncode == 0, f"{default} is not ignored by git"
+
+
+def test_logs_are_not_left_in_tmp(measured, tmp_path):
+    """D13c: logs go to --logs-dir; without it, to a temporary folder deleted when all went well and
+    kept, and named, when something failed. TMPDIR points to a folder of this test's own, so that
+    other processes' files in /tmp cannot confuse it."""
+    snippets, results = copy_of(measured, tmp_path)
+    (snippets / "mx" / "raises.py").write_text(RAISES)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {"TMPDIR": str(tmp)}
+    logs = snippets.parent / "logs"
+
+    proc = build(snippets, results, "--cpu", env=env)  # with --logs-dir
+    assert proc.returncode == 1 and (logs / "mx__raises.1.log").exists() and f"logs kept in {logs}" in proc.stdout
+    assert not list(tmp.iterdir()), "the job wrote to the temporary folder although --logs-dir was given"
+
+    proc = build(snippets, results, "--cpu", "--only", "mx/good", logs=False, env=env)
+    assert proc.returncode == 0 and not list(tmp.iterdir()), "a successful job left its logs behind"
+
+    proc = build(snippets, results, "--cpu", "--only", "mx/raises", logs=False, env=env)
+    [kept] = tmp.glob("build_results_logs_*")
+    assert proc.returncode == 1 and f"logs kept in {kept}" in proc.stdout and (kept / "mx__raises.1.log").exists()
+
+
+# ---------------------------------------------------------------- the hash on other Python versions
 
 
 def other_pythons():
     """Commands that run other Python 3 versions here: pythonX.Y on the PATH, or pyenv's versions."""
-    import os
-    import shutil
-    import subprocess
-    import sys
-
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     found = {}
     for v in ("3.10", "3.12", "3.13"):
@@ -153,9 +464,6 @@ def other_pythons():
 def test_hash_is_the_same_on_every_python_version():
     """The GPU machine's Python (3.12) and the test machines' (3.11) must agree on a snippet's hash."""
     import glob
-    import subprocess
-
-    import pytest
 
     code = (
         "import sys, glob; sys.path.insert(0, '.'); from coursekit import results as s; "
