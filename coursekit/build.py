@@ -25,10 +25,9 @@ lock held, it deletes the temporary files of writes that a killed job left behin
 
 No snippet outlives the job: on every way out, SIGTERM and SIGHUP included, the job kills each
 running snippet's process group (its compile workers too). A SIGKILLed job can do nothing, so the
-kernel kills the snippet's process (PR_SET_PDEATHSIG, set between fork and exec), and where that
-is not available the runner's watchdog kills its group; processes the snippet started rely on
-watching their parent then, as Inductor's compile workers do. Linux only (sched_setaffinity,
-prctl, flock). --gpus N with --cpu runs N CPU workers, for testing.
+kernel sends the snippet's process SIGTERM (PR_SET_PDEATHSIG, set between fork and exec), on which
+the runner kills its whole group; where that is not available, the runner's watchdog does.
+Linux only (sched_setaffinity, prctl, flock). --gpus N with --cpu runs N CPU workers, for testing.
 
 The job continues past a failure and ends with a summary: status, processes and GPU seconds (wall
 seconds its processes held the GPU) of each snippet, and the build's wall time; --summary-json
@@ -246,12 +245,13 @@ class Worker:
 
     def preexec(self, job_pid: int):
         """What runs in the child between fork and exec: pin it to this worker's cores, and have
-        the kernel SIGKILL it when the job dies, even by SIGKILL, where no finally runs."""
+        the kernel signal it when the job dies, even by SIGKILL, where no finally runs: SIGTERM,
+        whose handler in the runner kills the snippet's whole process group (compile workers too)."""
 
         def setup():
             os.sched_setaffinity(0, self.cores)
             if _LIBC is not None:
-                _LIBC.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+                _LIBC.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
                 if os.getppid() != job_pid:  # the job died before prctl took effect
                     os._exit(1)
 

@@ -315,11 +315,35 @@ class ResultsPreprocessor(Preprocessor):
             self.fail(placeholder, f"{path} has no function {func}()")
         used: dict[str, dict] = {}
 
-        def results(key: str) -> dict:
-            doc = self.doc(key, placeholder)
-            used[key] = doc
+        def results(key: str, hardware: str | None = None, process: int | None = None) -> dict:
+            """A stored result's data: the page's hardware set unless another is named; the
+            process this computation is for unless one is named (1-based)."""
+            if hardware is None:
+                doc = self.doc(key, placeholder)
+                used[key] = doc
+            else:
+                path = store.result_path(key, hardware, self.results_dir)
+                try:
+                    doc = store.load(path)
+                except store.ResultError as exc:
+                    self.fail(placeholder, str(exc))
+                used[f"{key} ({hardware})"] = doc
             runs = [doc["data"], *doc.get("runs", [])]
-            return runs[min(run, len(runs) - 1)]
+            i = run if process is None else process - 1
+            return runs[min(i, len(runs) - 1)]
+
+        def keys(hardware: str | None = None) -> list[str]:
+            """Every result key stored for a hardware set (the page's by default)."""
+            folder = self.results_dir / (hardware or self.hardware)
+            return sorted(p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.json"))
+
+        def processes(key: str, hardware: str | None = None) -> int:
+            doc = store.load(store.result_path(key, hardware or self.hardware, self.results_dir))
+            return 1 + len(doc.get("runs", []))
+
+        results.keys, results.processes, results.hardware_sets = keys, processes, (
+            lambda: store.hardware_sets(self.results_dir)
+        )
 
         try:
             return fn(results), used, path

@@ -7,8 +7,10 @@ allocator, compile caches and CUDA state never leak from one experiment into the
 The output holds the snippet's data and the provenance that only this process can see
 (device, driver, library versions); the build job adds the rest and validates it.
 
-A watchdog thread kills this process and its process group (compile workers it started) when
-its parent, the build job, is gone: a SIGKILLed job runs no cleanup of its own.
+When its parent, the build job, dies (even by SIGKILL, which runs no cleanup), this process and
+its process group (compile workers it started) go too: the kernel sends it SIGTERM
+(PR_SET_PDEATHSIG, set by the job), whose handler here SIGKILLs the whole group; a watchdog
+thread does the same where that signal is not available.
 """
 
 from __future__ import annotations
@@ -119,12 +121,18 @@ def _die_with_parent(parent: int) -> None:
     process leads no group of its own, only itself: never a shell's job that it happens to be in)."""
     while os.getppid() == parent:
         time.sleep(0.5)
+    _kill_group()
+
+
+def _kill_group(signum=None, frame=None) -> None:
+    """SIGTERM (the job died, or stops us): take the compile workers along, then ourselves."""
     if os.getpgid(0) == os.getpid():  # started with start_new_session=True, as the build job does
         os.killpg(os.getpgid(0), signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)
 
 
 def main(argv=None) -> int:
+    signal.signal(signal.SIGTERM, _kill_group)
     threading.Thread(target=_die_with_parent, args=(os.getppid(),), daemon=True).start()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("snippet", type=Path)

@@ -328,17 +328,18 @@ def test_two_jobs_on_one_results_folder_are_locked_out(tmp_path):
 
 
 def test_sighup_or_sigkill_of_the_job_leaves_no_snippet_running(tmp_path):
-    """D2: a closed terminal (SIGHUP) or a SIGKILL of the job takes the snippet with it."""
+    """D2: a closed terminal (SIGHUP) or a SIGKILL of the job takes the snippet with it, and what the
+    snippet started (a compile worker, say): the kernel's SIGTERM makes the runner kill its group."""
     pidfile = tmp_path / "hangs.pid"
-    snippets, results, _ = make_tree(tmp_path, hangs=HANGS_MARKED.format(pidfile=str(pidfile), with_child=0))
+    snippets, results, _ = make_tree(tmp_path, hangs=HANGS_MARKED.format(pidfile=str(pidfile), with_child=1))
     for sig in (signal.SIGHUP, signal.SIGKILL):
         pidfile.unlink(missing_ok=True)
         proc, out = start_build(snippets, results, "--cpu", "--timeout", "100", name=sig.name)
         try:
-            [snippet] = read_pids(pidfile)
+            pids = read_pids(pidfile)
             proc.send_signal(sig)
             assert proc.wait(timeout=30) == (128 + sig if sig == signal.SIGHUP else -sig), out.read_text()
-            wait_for(lambda: not alive(snippet), 5, f"the snippet still ran after the job's {sig.name}")
+            wait_for(lambda: not any(alive(p) for p in pids), 5, f"the snippet or its child ran on after {sig.name}")
         finally:
             proc.kill()
             proc.wait()
