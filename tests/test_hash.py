@@ -9,7 +9,7 @@ from conftest import ROOT
 from coursekit import deps
 from coursekit import results as store
 
-HELPERS = '''
+HELPERS = """
 import time
 
 SCALE = 1e6
@@ -27,21 +27,21 @@ def host_us(fn):
 
 def other(fn):
     return 2
-'''
-SNIPPET = '''
+"""
+SNIPPET = """
 from coursekit.helpers import host_us
 
 
 def measure(small=False):
     return host_us(lambda: None)
-'''
-USES_OTHER = '''
+"""
+USES_OTHER = """
 from coursekit import helpers
 
 
 def measure(small=False):
     return helpers.other(None)
-'''
+"""
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ def test_adding_a_function_to_a_helper_module_stales_nothing(tree):
 
 def test_changing_a_helper_stales_exactly_its_users(tree):
     before = hashes(tree)
-    edit(tree / "coursekit" / "helpers.py", "return {\"median\": _sample(fn)}", "return {\"median\": -_sample(fn)}")
+    edit(tree / "coursekit" / "helpers.py", 'return {"median": _sample(fn)}', 'return {"median": -_sample(fn)}')
     after = hashes(tree)
     assert after["a"] != before["a"] and after["b"] == before["b"]
 

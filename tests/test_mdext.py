@@ -193,9 +193,7 @@ def test_paired_rounds_decide_when_both_come_from_one_interleaved_run(site):
     """Overlapping spreads, but in every round A is below B: the paired difference decides."""
     a = summary(10.0, 8.0, 12.0, rounds=[8.0, 9.0, 10.0, 11.0, 12.0])
     b = summary(10.5, 8.5, 12.5, rounds=[8.5, 9.5, 10.5, 11.5, 12.5])
-    store.write_atomic(
-        store.result_path("mx/q", "nvidia-h200", site / "build_results"), doc("mx/q", data(a=a, b=b))
-    )
+    store.write_atomic(store.result_path("mx/q", "nvidia-h200", site / "build_results"), doc("mx/q", data(a=a, b=b)))
     assert convert(site, "{{ assert mx/q:a < mx/q:b }}").strip() in ("", "<p></p>")
     fails(site, "{{ assert mx/q:a > mx/q:b }}", "per-round")
 
@@ -271,14 +269,14 @@ def test_results_are_read_once_per_build(site, monkeypatch):
 
 # ---------------------------------------------------------------- a course of fourteen modules builds fast
 
-FIGURES = '''
+FIGURES = """
 import plotly.graph_objects as go
 
 
 def fig_{i}(results):
     d = results("m{m:02d}/s{i}")
     return go.Figure(go.Scatter(x=[p["tokens"] for p in d["points"]], y=[p["us"]["median"] for p in d["points"]]))
-'''
+"""
 
 
 def test_synthetic_site_of_fourteen_modules_builds_within_a_minute(tmp_path):
