@@ -1,11 +1,17 @@
 """The course's one timing helper: how every snippet times host work and GPU work.
 
-Each function returns a *summary*: a dict with the median, the 10th and 90th percentiles,
-min, max, the number of samples and the unit. Stored results keep the spread, not only
-the median, so a reader can see how much a number moves between repetitions.
+Each timing function returns a *summary*: a dict with the median, the 10th and 90th
+percentiles, min, max, the number of samples, the unit and the clock that took the samples
+("host" or "device"; ``summarize``, from the torch-free ``coursekit/stats.py``). Stored results
+keep the spread, not only the median, so a reader can see how much a number moves between
+repetitions.
 
 - ``host_us(fn)``: host wall time per call, ``time.perf_counter`` over many calls with a
   device synchronize at both ends (what the CPU spends issuing the work).
+- ``host_us_each(variants)``: ``host_us`` for several variants, interleaved round by round;
+  ``host_us_rounds(variants)`` returns the same rounds' raw samples, for per-round ratios or
+  differences between variants, and optionally ``issue`` samples taken in the same rounds.
+- ``issue_us(fn)``: host time for one call to return, starting from an idle GPU.
 - ``gpu_us(fn)``: device time of one call, ``triton.testing.do_bench`` (CUDA events, a warm-up,
   an L2 flush between calls). On a machine without a GPU it falls back to host timing.
 - ``graph_us(fn)``: device time of one call with launch gaps removed: ``fn`` is captured many
@@ -16,32 +22,24 @@ The methodology page of the site explains the choices; see docs/methodology.md.
 
 from __future__ import annotations
 
-import statistics
+import contextlib
 import time
 
 import torch
 
+from coursekit.stats import summarize
 
-def summarize(samples: list[float], unit: str) -> dict:
-    """Median and spread of timing samples, as stored in build_results/."""
-    if not samples:
-        raise ValueError("no samples to summarize")
-    ordered = sorted(float(s) for s in samples)
-    n = len(ordered)
-
-    def pct(q: float) -> float:
-        # nearest-rank percentile: robust for the 10-30 samples a snippet typically takes
-        return ordered[min(n - 1, max(0, round(q * (n - 1))))]
-
-    return {
-        "median": statistics.median(ordered),
-        "p10": pct(0.10),
-        "p90": pct(0.90),
-        "min": ordered[0],
-        "max": ordered[-1],
-        "n": n,
-        "unit": unit,
-    }
+__all__ = [
+    "device_name",
+    "gpu_us",
+    "graph_us",
+    "host_us",
+    "host_us_each",
+    "host_us_rounds",
+    "issue_us",
+    "rate",
+    "summarize",
+]
 
 
 def _sync() -> None:
@@ -50,6 +48,7 @@ def _sync() -> None:
 
 
 def _host_sample_us(fn, calls: int) -> float:
+    """Microseconds per call over ``calls`` back-to-back calls, the device idle at both ends."""
     _sync()
     start = time.perf_counter()
     for _ in range(calls):
@@ -58,30 +57,64 @@ def _host_sample_us(fn, calls: int) -> float:
     return (time.perf_counter() - start) / calls * 1e6
 
 
-def host_us(fn, calls: int = 1000, repeats: int = 30, warmup: int = 100) -> dict:
-    """Host microseconds per call of ``fn``: ``calls`` back-to-back calls, timed ``repeats`` times."""
-    for _ in range(warmup):
-        fn()
-    return summarize([_host_sample_us(fn, calls) for _ in range(repeats)], "us")
+def _issue_sample_us(fn) -> float:
+    """Microseconds for one call to return, from an idle device; the device drained afterwards."""
+    _sync()
+    start = time.perf_counter()
+    fn()
+    elapsed = time.perf_counter() - start
+    _sync()
+    return elapsed * 1e6
+
+
+def host_us_rounds(
+    variants: dict, calls: int = 1000, repeats: int = 30, warmup: int = 100, issue_per_round: int = 0
+) -> dict:
+    """The raw samples behind ``host_us_each``: ``{"host_us": {name: [us per call, one per round]},
+    "issue_us": {name: [us, issue_per_round per round]}}``.
+
+    ``variants`` maps a name to ``(fn, context_factory)``. A warm-up round first runs ``warmup``
+    calls of each variant; then each of ``repeats`` rounds times ``calls`` back-to-back calls of
+    every variant in turn, each inside ``context_factory()`` (e.g. ``torch.no_grad``), so that
+    drift in the host's speed (frequency, other tenants) lands on every variant alike rather
+    than on whichever ran last. Sample ``i`` of every variant comes from the same round, so
+    ``a[i] / b[i]`` is a paired ratio. With ``issue_per_round``, each round then also takes that
+    many ``issue_us`` samples of every variant (one call from an idle device).
+    """
+    host = {name: [] for name in variants}
+    issue = {name: [] for name in variants}
+    for fn, context in variants.values():  # the warm-up round
+        with context():
+            for _ in range(warmup):
+                fn()
+    for _ in range(repeats):
+        for name, (fn, context) in variants.items():
+            with context():
+                host[name].append(_host_sample_us(fn, calls))
+        for name, (fn, context) in variants.items():
+            with context():
+                issue[name] += [_issue_sample_us(fn) for _ in range(issue_per_round)]
+    return {"host_us": host, "issue_us": issue}
 
 
 def host_us_each(variants: dict, calls: int = 1000, repeats: int = 30, warmup: int = 100) -> dict:
-    """``host_us`` for several variants, interleaved round by round so that drift in the host's
-    speed (frequency, other tenants) lands on every variant alike rather than on whichever ran last.
+    """``host_us`` for several variants, interleaved round by round (see ``host_us_rounds``):
+    ``{name: summary}``."""
+    rounds = host_us_rounds(variants, calls=calls, repeats=repeats, warmup=warmup)["host_us"]
+    return {name: summarize(samples, "us", "host") for name, samples in rounds.items()}
 
-    ``variants`` maps a name to ``(fn, context_factory)``; each round times ``calls`` calls of
-    ``fn`` inside ``context_factory()`` (e.g. ``torch.no_grad``), outside the timed loop's body.
-    """
-    samples = {name: [] for name in variants}
-    for round_ in range(repeats + 1):  # round 0 is the warm-up
-        for name, (fn, context) in variants.items():
-            with context():
-                if round_ == 0:
-                    for _ in range(warmup):
-                        fn()
-                else:
-                    samples[name].append(_host_sample_us(fn, calls))
-    return {name: summarize(s, "us") for name, s in samples.items()}
+
+def host_us(fn, calls: int = 1000, repeats: int = 30, warmup: int = 100) -> dict:
+    """Host microseconds per call of ``fn``: ``calls`` back-to-back calls, timed ``repeats`` times."""
+    return host_us_each({"fn": (fn, contextlib.nullcontext)}, calls=calls, repeats=repeats, warmup=warmup)["fn"]
+
+
+def issue_us(fn, repeats: int = 30, warmup: int = 3) -> dict:
+    """Host microseconds for one call of ``fn`` to return, starting from an idle GPU: the queue
+    never fills, so this is the time to issue the call's kernels, not to run them."""
+    for _ in range(warmup):
+        fn()
+    return summarize([_issue_sample_us(fn) for _ in range(repeats)], "us", "host")
 
 
 def gpu_us(fn, warmup_ms: int = 25, rep_ms: int = 200) -> dict:
@@ -91,7 +124,7 @@ def gpu_us(fn, warmup_ms: int = 25, rep_ms: int = 200) -> dict:
     from triton.testing import do_bench
 
     times_ms = do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="all")
-    return summarize([t * 1e3 for t in times_ms], "us")
+    return summarize([t * 1e3 for t in times_ms], "us", "device")
 
 
 def graph_us(fn, rep_ms: int = 50) -> dict:
@@ -101,7 +134,7 @@ def graph_us(fn, rep_ms: int = 50) -> dict:
     from triton.testing import do_bench_cudagraph
 
     times_ms = do_bench_cudagraph(fn, rep=rep_ms, return_mode="all")
-    return summarize([t * 1e3 for t in times_ms], "us")
+    return summarize([t * 1e3 for t in times_ms], "us", "device")
 
 
 def rate(time_us: dict, amount: float, unit: str) -> dict:
@@ -118,6 +151,7 @@ def rate(time_us: dict, amount: float, unit: str) -> dict:
         "max": per_s["min"],
         "n": time_us["n"],
         "unit": unit,
+        **({"clock": time_us["clock"]} if "clock" in time_us else {}),
     }
 
 

@@ -1,5 +1,6 @@
 """Every snippet runs as a reader runs it (`python file.py`) and returns valid data, on a CPU at small sizes."""
 
+import ast
 import json
 
 import pytest
@@ -26,3 +27,54 @@ def test_snippet_measure_returns_valid_data(path, tmp_path):
     proc = run_python(["-m", "coursekit.runner", str(path), str(out), "--small"], timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     store.check_data(json.loads(out.read_text())["data"])
+
+
+def _processes_statement(path):
+    """The module-level `PROCESSES = <int>` of a snippet, as the build job reads it (by AST)."""
+    found = [
+        node
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "PROCESSES" for t in node.targets)
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+@pytest.mark.parametrize("path", MEASURED, ids=store.snippet_key)
+def test_snippet_declares_its_processes(path):
+    """The build job runs a snippet in PROCESSES fresh processes (run-to-run spread of host timings);
+    one process is a choice that the snippet explains in a comment."""
+    node = _processes_statement(path)
+    assert node is not None, f"{path.relative_to(ROOT)} declares no module-level PROCESSES = <int>"
+    value = node.value.value if isinstance(node.value, ast.Constant) else None
+    assert isinstance(value, int) and not isinstance(value, bool) and value >= 1, (
+        f"{path.relative_to(ROOT)}: PROCESSES must be a literal positive integer, not {ast.unparse(node.value)}"
+    )
+    if value == 1:
+        lines = path.read_text().splitlines()
+        line, above = lines[node.lineno - 1], lines[node.lineno - 2] if node.lineno > 1 else ""
+        assert "#" in line or above.lstrip().startswith("#"), (
+            f"{path.relative_to(ROOT)}: PROCESSES = 1 needs a comment saying why one process is enough"
+        )
+
+
+def test_figures_and_stats_import_without_torch():
+    """figures.py modules run at site-build time, where torch may be missing: they and
+    coursekit.stats must not import it (coursekit.bench does)."""
+    figures = sorted((ROOT / "snippets").glob("*/figures.py"))
+    assert figures
+    code = f"""
+import importlib.abc, importlib.util, sys
+
+class NoTorch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "triton", "jax"):
+            raise ImportError(f"imported {{name}} at site-build time")
+
+sys.meta_path.insert(0, NoTorch())
+import coursekit.stats
+for i, path in enumerate({[str(p) for p in figures]!r}):
+    spec = importlib.util.spec_from_file_location(f"figures_{{i}}", path)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+"""
+    proc = run_python(["-c", code])
+    assert proc.returncode == 0, proc.stderr[-3000:]

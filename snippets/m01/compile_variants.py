@@ -2,21 +2,26 @@
 The same step with only the model compiled, only the optimizer compiled, both, and both with
 CUDA graphs (mode="reduce-overhead"): steady time per step and device kernels per step."""
 
+# --8<-- [start:imports]
 import contextlib
 
 import torch
 import torch.nn.functional as F
+
+# --8<-- [end:imports]
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 from train_step import LR, torch_mlp  # the same model and learning rate as train_step.py
 
 from coursekit.bench import device_name, host_us_each
 
+PROCESSES = 3  # host-side numbers: the build job runs this snippet in three fresh processes
+
 
 # --8<-- [start:variants]
-def make_step(model, compile_model: str | None, compile_optimizer: bool):
+def make_step(model, compile_model: str | None, compile_optimizer: bool, lr: float):
     """compile_model: None (eager) or a torch.compile mode; compile_optimizer: compile opt.step."""
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
     forward = model if compile_model is None else torch.compile(model, mode=compile_model, dynamic=False)
     update = torch.compile(opt.step, dynamic=False) if compile_optimizer else opt.step
 
@@ -54,7 +59,7 @@ def measure(small: bool = False) -> dict:
     x, y = (torch.randn(batch, hidden, device=dev, dtype=dtype) for _ in range(2))
     runs = {}
     for name in names:
-        step = make_step(torch_mlp(hidden, dev, dtype), *VARIANTS[name])
+        step = make_step(torch_mlp(hidden, dev, dtype), *VARIANTS[name], lr=LR)
 
         def run(step=step):
             step(x, y)

@@ -7,15 +7,27 @@ import time
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # else JAX takes 75% of GPU memory
 
+# --8<-- [start:jax_imports]
 import jax
 import jax.numpy as jnp
+
+# --8<-- [end:jax_imports]
+# --8<-- [start:torch_imports]
 import torch
 import torch.nn.functional as F
+
+# --8<-- [end:torch_imports]
 from torch._inductor.utils import fresh_cache
 
 from coursekit.bench import device_name, host_us_each, rate
 
+PROCESSES = 1  # one process: its point is the cold first call (the compile caches are emptied per process)
+
+# --8<-- [start:constants]
 LAYERS, LR = 4, 1e-3
+
+
+# --8<-- [end:constants]
 
 
 def torch_mlp(hidden: int, dev: str, dtype: torch.dtype) -> torch.nn.Sequential:

@@ -8,22 +8,28 @@ import torch
 
 from coursekit.bench import device_name, graph_us, host_us
 
+PROCESSES = 3  # host-side numbers: the build job runs this snippet in three fresh processes
+
+
+def time_add(numel: int, dev: str, calls: int, repeats: int) -> dict:
+    """One size: eager time per torch.add and the kernel's alone. The inputs are freed on return,
+    before the next size allocates its own."""
+    with torch.inference_mode():
+        a, b = torch.randn(numel, device=dev), torch.randn(numel, device=dev)
+        # Eager as written: torch.add allocates its output; many calls back to back, then sync.
+        eager = host_us(lambda: torch.add(a, b), calls=calls, repeats=repeats, warmup=3)
+        kernel = graph_us(lambda: torch.add(a, b))  # the kernel alone, launch gaps removed
+    return {"numel": numel, "bytes": 3 * 4 * numel, "eager_us": eager, "kernel_us": kernel}
+
 
 def measure(small: bool = False) -> dict:
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     exponents = range(0, 17, 4) if small else range(0, 29)
     repeats = 5 if small else 15
     points = []
-    with torch.inference_mode():
-        for e in exponents:
-            numel = 2**e
-            a, b = torch.randn(numel, device=dev), torch.randn(numel, device=dev)
-            # Eager as written: torch.add allocates its output; many calls back to back, then sync.
-            calls = max(8, min(2000, 2**31 // (12 * numel)))
-            eager = host_us(lambda: torch.add(a, b), calls=3 if small else calls, repeats=repeats, warmup=3)
-            kernel = graph_us(lambda: torch.add(a, b))  # the kernel alone, launch gaps removed
-            points.append({"numel": numel, "bytes": 3 * 4 * numel, "eager_us": eager, "kernel_us": kernel})
-            del a, b
+    for e in exponents:
+        calls = 3 if small else max(8, min(2000, 2**31 // (12 * 2**e)))
+        points.append(time_add(2**e, dev, calls, repeats))
 
     # The floor: eager time per op wherever the kernel takes under a quarter of it.
     overhead_bound = [

@@ -1,22 +1,30 @@
 """Host microseconds per torch.add on tiny tensors, removing one layer of eager mode at a time."""
 
+# --8<-- [start:imports]
 import contextlib
 
 import torch
 
+# --8<-- [end:imports]
 from coursekit.bench import device_name, host_us_each
 
+PROCESSES = 3  # host-side numbers: the build job runs this snippet in three fresh processes
+
+# --8<-- [start:constants]
 NUMEL = 1024  # 4 KB per tensor: the kernel is tiny, so the host's work is what we see
 
 
+# --8<-- [end:constants]
+
+
+# --8<-- [start:variants]
 def variants(dev: str) -> dict:
+    """Tiny adds on dev, each variant without one more layer: name -> (what is timed, its grad mode)."""
     a, b = torch.randn(NUMEL, device=dev), torch.randn(NUMEL, device=dev)
     a_grad, b_grad = a.clone().requires_grad_(), b.clone().requires_grad_()
     out = torch.empty_like(a)
     cpu_a, cpu_b = a.cpu(), b.cpu()
     aten_add = torch.ops.aten.add.Tensor
-    # --8<-- [start:variants]
-    # name: (what is timed, the grad mode it runs under)
     return {
         "requires_grad": (lambda: torch.add(a_grad, b_grad), contextlib.nullcontext),
         "no_grad": (lambda: torch.add(a, b), torch.no_grad),
@@ -26,7 +34,9 @@ def variants(dev: str) -> dict:
         "cpu_tensors": (lambda: torch.add(cpu_a, cpu_b), torch.inference_mode),
         "python_call": (lambda: None, contextlib.nullcontext),
     }
-    # --8<-- [end:variants]
+
+
+# --8<-- [end:variants]
 
 
 def measure(small: bool = False) -> dict:

@@ -1,21 +1,31 @@
 """The tiny add kernel's own GPU time, with and without the launch in the way, and how idle
 the GPU sits while eager mode issues a chain of such ops."""
 
+# --8<-- [start:imports]
+import contextlib
+
 import torch
 
-from coursekit.bench import device_name, gpu_us, graph_us, host_us
+# --8<-- [end:imports]
+from coursekit.bench import device_name, gpu_us, graph_us, host_us, host_us_each
 
+PROCESSES = 3  # host-side numbers: the build job runs this snippet in three fresh processes
+
+# --8<-- [start:constants]
 NUMEL = 1024  # the same tiny add as host_overhead.py
 CHAIN = 64  # elementwise ops in the chain
 
 
-def measure(small: bool = False) -> dict:
-    dev = "cuda" if torch.cuda.is_available() else "cpu"
+# --8<-- [end:constants]
+
+
+# --8<-- [start:workloads]
+def workloads(dev: str) -> dict:
+    """What is timed: the tiny add, lean and with the whole eager path, and a chain of CHAIN
+    such ops. name: (the function, the grad mode it runs under)."""
     a, b = torch.randn(NUMEL, device=dev), torch.randn(NUMEL, device=dev)
     out = torch.empty_like(a)
-
-    def add():
-        torch.add(a, b, out=out)
+    a_grad, b_grad = a.clone().requires_grad_(), b.clone().requires_grad_()
 
     def chain():
         x = a
@@ -23,15 +33,31 @@ def measure(small: bool = False) -> dict:
             x = torch.relu(x * 1.0001 + b)  # mul, add, relu: three small kernels per turn ...
         return x
 
-    a_grad, b_grad = a.clone().requires_grad_(), b.clone().requires_grad_()
-    # The whole eager path (autograd on, output allocated): host time per op, back to back.
-    full_eager = host_us(lambda: torch.add(a_grad, b_grad), calls=50 if small else 5000, repeats=5 if small else 30)
+    return {
+        "add": (lambda: torch.add(a, b, out=out), torch.inference_mode),  # no autograd, no allocation
+        "full_eager": (lambda: torch.add(a_grad, b_grad), contextlib.nullcontext),  # autograd on, output allocated
+        "chain": (chain, torch.inference_mode),
+    }
+
+
+# --8<-- [end:workloads]
+
+
+def measure(small: bool = False) -> dict:
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    work = workloads(dev)
+    add, _ = work["add"]
+    chain, _ = work["chain"]
+    # The two eager rows: host time per op, back to back, the two interleaved round by round.
+    eager = host_us_each(
+        {"eager_back_to_back": work["add"], "full_eager": work["full_eager"]},
+        calls=50 if small else 5000,
+        repeats=5 if small else 30,
+    )
+    eager_stream, full_eager = eager["eager_back_to_back"], eager["full_eager"]
     with torch.inference_mode():
-        # --8<-- [start:timers]
         replayed = graph_us(add)  # thousands of adds in one CUDA graph: no launch gaps
         event_timed = gpu_us(add)  # one launch between two CUDA events, L2 flushed
-        eager_stream = host_us(add, calls=50 if small else 5000, repeats=5 if small else 30)
-        # --8<-- [end:timers]
         chain_eager = host_us(chain, calls=2 if small else 200, repeats=5 if small else 30)
         chain_graph = graph_us(chain)
     chain_kernels = 3 * (CHAIN // 2)

@@ -1,19 +1,28 @@
 """What the launch itself costs the host, separated from dispatch and allocation: the variants
 module 02's first figure could not tell apart."""
 
+# --8<-- [start:imports]
 import contextlib
 
 import torch
 
+# --8<-- [end:imports]
 from coursekit.bench import device_name, host_us_each
 
+PROCESSES = 3  # host-side numbers: the build job runs this snippet in three fresh processes
+
+# --8<-- [start:constants]
 NUMEL = 1024  # the same tiny add as host_overhead.py
 
 
+# --8<-- [end:constants]
+
+
+# --8<-- [start:variants]
 def variants(dev: str) -> dict:
+    """name -> (what is timed, the grad mode it runs under)."""
     a, b = torch.randn(NUMEL, device=dev), torch.randn(NUMEL, device=dev)
     out = torch.empty_like(a)
-    # --8<-- [start:variants]
     found = {
         # grad mode on, but no input requires grad: the common case in eager inference code
         "add_grad_mode_plain_inputs": (lambda: torch.add(a, b), contextlib.nullcontext),
@@ -24,8 +33,10 @@ def variants(dev: str) -> dict:
     if dev == "cuda":
         # a kernel launch with almost nothing around it: no dispatcher, no TensorIterator
         found["bare_launch"] = (lambda: torch.cuda._sleep(0), contextlib.nullcontext)
-    # --8<-- [end:variants]
     return found
+
+
+# --8<-- [end:variants]
 
 
 def measure(small: bool = False) -> dict:

@@ -1,12 +1,31 @@
 """torch.profiler's view of one eager torch.add: the host events around the launch and the kernel."""
 
+# --8<-- [start:imports]
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+# --8<-- [end:imports]
 from coursekit.bench import device_name, summarize
+
+PROCESSES = 1  # one process: kernel counts and profiler busy time are GPU-side, not host timings
 
 NUMEL = 1024
 CALLS = 1000
+
+
+# --8<-- [start:profile]
+def profile_adds(a, b, calls: int):
+    """torch.profiler over `calls` eager adds of a and b: per-event totals (host, and device on a GPU)."""
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if a.is_cuda else [])
+    with profile(activities=activities) as prof:
+        for _ in range(calls):
+            torch.add(a, b)  # autograd on (a and b require grad): the full eager path
+        if a.is_cuda:
+            torch.cuda.synchronize()
+    return prof.key_averages()
+
+
+# --8<-- [end:profile]
 
 
 def measure(small: bool = False) -> dict:
@@ -16,17 +35,9 @@ def measure(small: bool = False) -> dict:
     b = torch.randn(NUMEL, device=dev, requires_grad=True)
     calls = 20 if small else CALLS
     repeats = 3 if small else 10
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     per_rep = []  # {event name: (count, host us per call, device us per call)} for each repetition
     for _ in range(repeats + 1):  # the first profile is a warm-up (CUPTI start-up costs)
-        # --8<-- [start:profile]
-        with profile(activities=activities) as prof:
-            for _ in range(calls):
-                torch.add(a, b)  # autograd on: the full eager path
-            if cuda:
-                torch.cuda.synchronize()
-        events = prof.key_averages()
-        # --8<-- [end:profile]
+        events = profile_adds(a, b, calls)
         per_rep.append({e.key: (e.count, e.cpu_time_total / calls, e.device_time_total / calls) for e in events})
     per_rep = per_rep[1:]
 
@@ -36,8 +47,8 @@ def measure(small: bool = False) -> dict:
         counts = {r[name][0] for r in per_rep}
         rows[name] = {
             "count_per_call": max(counts) / calls,
-            "host_us_per_call": summarize([r[name][1] for r in per_rep], "us"),
-            "device_us_per_call": summarize([r[name][2] for r in per_rep], "us"),
+            "host_us_per_call": summarize([r[name][1] for r in per_rep], "us", "host"),
+            "device_us_per_call": summarize([r[name][2] for r in per_rep], "us", "device"),
         }
     # The kernel: the one device event that ran once per call and is not a host-side op.
     kernel = [

@@ -9,6 +9,8 @@ import math
 
 import plotly.graph_objects as go
 
+from coursekit.stats import summarize  # torch-free: figures run at site-build time without torch
+
 LABELS = {
     "eager": "eager",
     "eager-cudagraph": "eager in a CUDA graph (torch.cuda.graph)",
@@ -310,16 +312,8 @@ def _short_kernel(name: str) -> str:
 
 
 def _paired(a: list, b: list, unit: str = "us") -> dict:
-    """Median and 10th/90th percentiles of a - b, sample by sample (samples taken in the same
-    rounds); the same nearest-rank percentiles as coursekit.bench.summarize, which needs torch."""
-    diffs = sorted(x - y for x, y in zip(a, b))
-    n = len(diffs)
-    mid = diffs[n // 2] if n % 2 else (diffs[n // 2 - 1] + diffs[n // 2]) / 2
-
-    def pct(q):
-        return diffs[min(n - 1, max(0, round(q * (n - 1))))]
-
-    return {"median": mid, "p10": pct(0.1), "p90": pct(0.9), "min": diffs[0], "max": diffs[-1], "n": n, "unit": unit}
+    """Median and spread of a - b, sample by sample (the samples taken in the same rounds)."""
+    return summarize([x - y for x, y in zip(a, b)], unit)
 
 
 def ladder(results) -> dict:

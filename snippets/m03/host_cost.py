@@ -4,12 +4,14 @@ CUDA graphs, timed interleaved (back to back, and one call from an idle GPU); th
 kernels of each: how many, their names, their busy time, and the GPU's idle time between them."""
 
 import torch
-from modes import BLOCKS, Block, graphed, issue_us  # the same model as modes.py
+from modes import BLOCKS, Block, graphed  # the same model as modes.py
 from torch import nn
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
-from coursekit.bench import device_name, host_us_each, summarize
+from coursekit.bench import device_name, host_us_rounds, summarize
+
+PROCESSES = 3  # host-bound: the one-token ladder, repeated in fresh processes for run-to-run spread
 
 # --8<-- [start:ladder]
 LADDER = {  # name: keyword arguments to torch.compile, or None for plain eager
@@ -45,18 +47,12 @@ def measure(small: bool = False) -> dict:
             graph = graphed(model, x)
             runs["eager in a CUDA graph"] = graph.replay
         # Interleaved round by round, as in modes.py; the raw rounds are kept so that differences
-        # between rungs can be taken within a round.
-        timed, issued = {n: [] for n in runs}, {n: [] for n in runs}
-        for round_ in range(repeats):
-            times = host_us_each(
-                {n: (f, torch.no_grad) for n, f in runs.items()},
-                calls=calls,
-                repeats=1,
-                warmup=10 if round_ == 0 else 0,
-            )
-            for name, fn in runs.items():
-                timed[name].append(times[name]["median"])
-                issued[name] += issue_us(fn, 2, cuda)
+        # between rungs can be taken within a round. Each round also times two calls of every
+        # rung from an idle GPU (the host's issue time).
+        rounds = host_us_rounds(
+            {n: (f, torch.no_grad) for n, f in runs.items()}, calls=calls, repeats=repeats, warmup=10, issue_per_round=2
+        )
+        timed, issued = rounds["host_us"], rounds["issue_us"]
         # Profile last: once CUPTI has traced kernels, launches in this process stay slower.
         kernels, names, busy, gaps = {}, {}, {}, {}
         for name, fn in runs.items():
@@ -79,7 +75,7 @@ def measure(small: bool = False) -> dict:
                 if (i + 1) % per_forward
             ]
             if idle:
-                gaps[name] = summarize(idle, "us")
+                gaps[name] = summarize(idle, "us", "device")
     notes = [] if cuda else [f"{n}: skipped, it needs CUDA" for n in CUDA_ONLY] + ["no device kernels on a CPU"]
     return {
         "tokens": tokens,
@@ -89,8 +85,8 @@ def measure(small: bool = False) -> dict:
         "repetitions": repeats,
         "calls_per_repetition": calls,
         "rounds_us": timed,
-        "host_us": {n: summarize(t, "us") for n, t in timed.items()},
-        "issue_us": {n: summarize(i, "us") for n, i in issued.items()},
+        "host_us": {n: summarize(t, "us", "host") for n, t in timed.items()},
+        "issue_us": {n: summarize(i, "us", "host") for n, i in issued.items()},
         "issue_us_samples": issued,
         "kernels_per_forward": kernels,
         "gpu_busy_us": busy,

@@ -5,15 +5,17 @@ into floors."""
 
 import time
 
+# --8<-- [start:imports]
 import torch
 from torch import nn
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
-from coursekit.bench import device_name, host_us_each, summarize
+# --8<-- [end:imports]
+from coursekit.bench import device_name, host_us_rounds, summarize
 
+PROCESSES = 1  # cold max-autotune compiles dominate its GPU time; ratios are paired per round; host_cost has 3 runs
 BLOCKS = 4
-MODES = ["eager", "eager-cudagraph", "default", "reduce-overhead", "max-autotune-no-cudagraphs"]
 CUDA_ONLY_MODES = ["eager-cudagraph", "reduce-overhead", "max-autotune-no-cudagraphs"]
 
 
@@ -57,13 +59,27 @@ def min_bytes(tokens: int, d: int, elem: int) -> int:
 # --8<-- [end:bytes]
 
 
+# --8<-- [start:compile]
+MODES = ["eager", "eager-cudagraph", "default", "reduce-overhead", "max-autotune-no-cudagraphs"]
+
+
+def compiled(model, mode: str):
+    """The model as one of MODES runs it; "eager-cudagraph" is the exception: see graphed() below."""
+    if mode == "eager":
+        return model
+    return torch.compile(model, mode=mode, dynamic=False)  # compiles on its first call, for that input's shape
+
+
+# --8<-- [end:compile]
+
+
+# --8<-- [start:profile]
 GEMM_KERNELS = ("gemm", "nvjet", "splitKreduce", "triton_tem", "cutlass", "xmma")  # cuBLAS, Triton templates
 
 
 def profile_step(step, steps: int, cuda: bool) -> tuple[float, float, float]:
-    """Device kernels (and copies) per step, their summed device time per step and the part of
-    it spent in matrix-multiplication kernels, in us."""
-    # --8<-- [start:profile]
+    """Device kernels (and copies) per call of step(), their summed device time per call and the
+    part of it spent in matrix-multiplication kernels, in us."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities) as prof:
         for _ in range(steps):
@@ -73,13 +89,15 @@ def profile_step(step, steps: int, cuda: bool) -> tuple[float, float, float]:
     kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
     busy_us = sum(e.time_range.elapsed_us() for e in kernels)
     gemm_us = sum(e.time_range.elapsed_us() for e in kernels if any(g in e.name for g in GEMM_KERNELS))
-    # --8<-- [end:profile]
     return len(kernels) / steps, busy_us / steps, gemm_us / steps
 
 
+# --8<-- [end:profile]
+
+
+# --8<-- [start:graphed]
 def graphed(model, x):
     """The eager model captured once into a CUDA graph: no compiler, no fusion, no host per kernel."""
-    # --8<-- [start:graphed]
     side = torch.cuda.Stream()  # warm up outside the capture, on a side stream (torch.cuda.graph docs)
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -89,23 +107,10 @@ def graphed(model, x):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         model(x)  # recorded, not run; replay() reruns these kernels on the same buffers
-    # --8<-- [end:graphed]
     return graph
 
 
-def issue_us(step, repeats: int, cuda: bool) -> list[float]:
-    """Host time for one call to return, starting from an idle GPU: the queue never fills, so
-    this is the time to issue the step's kernels, not to run them. Samples, in us."""
-    samples = []
-    for _ in range(repeats):
-        if cuda:
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        step()
-        samples.append((time.perf_counter() - start) * 1e6)
-        if cuda:
-            torch.cuda.synchronize()
-    return samples
+# --8<-- [end:graphed]
 
 
 def measure(small: bool = False) -> dict:
@@ -117,8 +122,8 @@ def measure(small: bool = False) -> dict:
     modes = MODES if cuda else [m for m in MODES if m not in CUDA_ONLY_MODES]
     notes = [] if cuda else [f"{m}: skipped, it needs CUDA" for m in CUDA_ONLY_MODES]
     notes += [
-        "eager and the compiled default mode are profiled, after all timing: once CUPTI has traced kernels, launches stay "
-        "slower in the process; kernels and GPU busy time count CUDA kernels and copies"
+        "eager and the compiled default mode are profiled, after all timing: once CUPTI has traced kernels, "
+        "launches stay slower in the process; kernels and GPU busy time count CUDA kernels and copies"
         + ("" if cuda else ", so with no GPU they are 0"),
         "first_call_s is a cold compile (Inductor caches off); the first one also pays "
         "the compiler's one-time start-up",
@@ -141,42 +146,36 @@ def measure(small: bool = False) -> dict:
             torch._dynamo.reset()  # a fresh compile per batch size: one static graph each
             steps_by_mode, compiled_in = {}, {}
             for mode in modes:
-                # --8<-- [start:compile]
-                if mode == "eager":
-                    run = model
-                elif mode == "eager-cudagraph":
+                if mode == "eager-cudagraph":
                     graph = graphed(model, x)
                     run = lambda _x, graph=graph: graph.replay()  # reads x from the captured buffer
                 else:
-                    run = torch.compile(model, mode=mode, dynamic=False)
-                # --8<-- [end:compile]
+                    run = compiled(model, mode)
                 start = time.perf_counter()
                 run(x)  # the first call compiles
                 if cuda:
                     torch.cuda.synchronize()
                 if mode not in ("eager", "eager-cudagraph"):
-                    compiled_in[mode] = {"first_call_s": summarize([time.perf_counter() - start], "s")}
+                    compiled_in[mode] = {"first_call_s": summarize([time.perf_counter() - start], "s", "host")}
                 for _ in range(3):
                     run(x)  # reduce-overhead: warm-up, then CUDA graph recording; outputs not kept
                 steps_by_mode[mode] = lambda run=run: run(x)
             # Interleaved, round by round, so drift in the host's speed lands on every mode alike;
-            # the speedup is taken within each round, then summarised over the rounds.
-            timed, issued = {m: [] for m in steps_by_mode}, {m: [] for m in steps_by_mode}
-            for round_ in range(repeats):
-                times = host_us_each(
-                    {m: (f, torch.no_grad) for m, f in steps_by_mode.items()},
-                    calls=calls,
-                    repeats=1,
-                    warmup=10 if round_ == 0 else 0,
-                )
-                for mode, step in steps_by_mode.items():
-                    timed[mode].append(times[mode]["median"])
-                    issued[mode] += issue_us(step, 2, cuda)
+            # the speedup is taken within each round, then summarised over the rounds. Each round
+            # also times two calls of every mode from an idle GPU (the host's issue time).
+            rounds = host_us_rounds(
+                {m: (f, torch.no_grad) for m, f in steps_by_mode.items()},
+                calls=calls,
+                repeats=repeats,
+                warmup=10,
+                issue_per_round=2,
+            )
+            timed, issued = rounds["host_us"], rounds["issue_us"]
             for mode in steps_by_mode:
                 results[tokens][mode] = {
-                    "time_us": summarize(timed[mode], "us"),
-                    "issue_us": summarize(issued[mode], "us"),
-                    "speedup": summarize([e / t for e, t in zip(timed["eager"], timed[mode])], "x"),
+                    "time_us": summarize(timed[mode], "us", "host"),
+                    "issue_us": summarize(issued[mode], "us", "host"),
+                    "speedup": summarize([e / t for e, t in zip(timed["eager"], timed[mode])], "x", "host"),
                     **compiled_in.get(mode, {}),
                 }
             del steps_by_mode, run, x
@@ -188,8 +187,8 @@ def measure(small: bool = False) -> dict:
         for tokens in token_counts:
             x = torch.randn(tokens, d, device=dev, dtype=dtype)
             kernels, busy, gemm = zip(*(profile_step(lambda: model(x), steps, cuda) for _ in range(profiles)))
-            results[tokens]["eager"]["gpu_busy_us"] = summarize(list(busy), "us")
-            results[tokens]["eager"]["gemm_busy_us"] = summarize(list(gemm), "us")
+            results[tokens]["eager"]["gpu_busy_us"] = summarize(list(busy), "us", "device")
+            results[tokens]["eager"]["gemm_busy_us"] = summarize(list(gemm), "us", "device")
             results[tokens]["eager"]["kernels_per_step"] = round(max(kernels))
         # The compiled default mode's kernels (reduce-overhead replays the same ones in a graph).
         for tokens in token_counts:
@@ -198,8 +197,8 @@ def measure(small: bool = False) -> dict:
             run = torch.compile(model, mode="default", dynamic=False)
             run(x)
             kernels, busy, gemm = zip(*(profile_step(lambda: run(x), steps, cuda) for _ in range(profiles)))
-            results[tokens]["default"]["gpu_busy_us"] = summarize(list(busy), "us")
-            results[tokens]["default"]["gemm_busy_us"] = summarize(list(gemm), "us")
+            results[tokens]["default"]["gpu_busy_us"] = summarize(list(busy), "us", "device")
+            results[tokens]["default"]["gemm_busy_us"] = summarize(list(gemm), "us", "device")
             results[tokens]["default"]["kernels_per_step"] = round(max(kernels))
         torch._dynamo.reset()
 

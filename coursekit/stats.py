@@ -1,0 +1,48 @@
+"""Summaries of timing samples: the median and spread that build_results/ stores for every timing.
+
+Torch-free on purpose: the figures modules (``snippets/*/figures.py``) run at site-build time
+without torch and summarise stored samples (e.g. paired per-round differences) the same way
+the snippets summarised them when they measured. ``coursekit/bench.py`` re-exports ``summarize``.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+
+def percentile(ordered: list[float], q: float) -> float:
+    """Nearest-rank percentile ``q`` (0 to 1) of already sorted samples: robust for the 10-30
+    samples a snippet typically takes, and always one of the samples."""
+    if not ordered:
+        raise ValueError("no samples")
+    n = len(ordered)
+    return ordered[min(n - 1, max(0, round(q * (n - 1))))]
+
+
+CLOCKS = ("host", "device")
+
+
+def summarize(samples: list[float], unit: str, clock: str | None = None) -> dict:
+    """Median and spread of timing samples, as stored in build_results/.
+
+    ``clock`` says what took the samples, when it is given: "host" (``time.perf_counter`` around
+    host work, and anything computed from such times) or "device" (CUDA events, graph replay,
+    the profiler's kernel times). The two move differently between processes and runs.
+    """
+    if not samples:
+        raise ValueError("no samples to summarize")
+    if clock is not None and clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {CLOCKS}, not {clock!r}")
+    ordered = sorted(float(s) for s in samples)
+    summary = {
+        "median": statistics.median(ordered),
+        "p10": percentile(ordered, 0.10),
+        "p90": percentile(ordered, 0.90),
+        "min": ordered[0],
+        "max": ordered[-1],
+        "n": len(ordered),
+        "unit": unit,
+    }
+    if clock is not None:
+        summary["clock"] = clock
+    return summary
