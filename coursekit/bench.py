@@ -99,9 +99,9 @@ def host_us_rounds(
 
 def host_us_each(variants: dict, calls: int = 1000, repeats: int = 30, warmup: int = 100) -> dict:
     """``host_us`` for several variants, interleaved round by round (see ``host_us_rounds``):
-    ``{name: summary}``."""
+    ``{name: summary}``, each summary keeping its per-round samples in order (``"rounds"``)."""
     rounds = host_us_rounds(variants, calls=calls, repeats=repeats, warmup=warmup)["host_us"]
-    return {name: summarize(samples, "us", "host") for name, samples in rounds.items()}
+    return {name: summarize(samples, "us", "host", rounds=True) for name, samples in rounds.items()}
 
 
 def host_us(fn, calls: int = 1000, repeats: int = 30, warmup: int = 100) -> dict:

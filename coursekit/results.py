@@ -135,6 +135,12 @@ def check_summary(s: dict, where: str) -> None:
         raise ResultError(f"{where}.n is {s['n']!r}, not a positive integer")
     if not isinstance(s["unit"], str):
         raise ResultError(f"{where}.unit is {s['unit']!r}, not a string")
+    if "clock" in s and s["clock"] not in ("host", "device"):
+        raise ResultError(f"{where}.clock is {s['clock']!r}, not 'host' or 'device'")
+    if "rounds" in s and (
+        not isinstance(s["rounds"], list) or len(s["rounds"]) != s["n"] or not all(map(is_number, s["rounds"]))
+    ):
+        raise ResultError(f"{where}.rounds must list the summary's n samples as numbers, in the order taken")
     if not s["min"] <= s["p10"] <= s["median"] <= s["p90"] <= s["max"]:
         raise ResultError(f"{where}: min <= p10 <= median <= p90 <= max does not hold: {s}")
 

@@ -22,12 +22,16 @@ def percentile(ordered: list[float], q: float) -> float:
 CLOCKS = ("host", "device")
 
 
-def summarize(samples: list[float], unit: str, clock: str | None = None) -> dict:
+def summarize(samples: list[float], unit: str, clock: str | None = None, rounds: bool = False) -> dict:
     """Median and spread of timing samples, as stored in build_results/.
 
     ``clock`` says what took the samples, when it is given: "host" (``time.perf_counter`` around
     host work, and anything computed from such times) or "device" (CUDA events, graph replay,
     the profiler's kernel times). The two move differently between processes and runs.
+
+    ``rounds=True`` also keeps the samples in the order they were taken, as ``"rounds"``: for
+    variants timed in the same interleaved rounds, sample ``i`` of each comes from round ``i``,
+    so a claim comparing two of them can be decided on paired differences (coursekit/mdext.py).
     """
     if not samples:
         raise ValueError("no samples to summarize")
@@ -45,4 +49,6 @@ def summarize(samples: list[float], unit: str, clock: str | None = None) -> dict
     }
     if clock is not None:
         summary["clock"] = clock
+    if rounds:
+        summary["rounds"] = [float(s) for s in samples]
     return summary

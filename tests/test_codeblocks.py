@@ -245,7 +245,7 @@ def test_code_block_stands_alone(block):
     for ln in block.code.splitlines():
         assert not LOOKS_LIKE_INCLUDE.match(ln) or INCLUDE.match(ln), (
             f'include line {ln!r} is not `--8<-- "path:section"`: did a formatter rewrite it? '
-            "(wrap the block in <!-- fmt: off --> ... <!-- fmt: on -->)"
+            "(pyproject.toml keeps ruff off *.md: check its extend-exclude)"
         )
     code = expand(block.code)
     assert code.strip() and "--8<--" not in code, f"include expanded to nothing: {block.code!r}"

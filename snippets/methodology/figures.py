@@ -1,0 +1,145 @@
+"""Figures and computed values for the methodology page: how far a measurement moves when it is
+taken again, from stored data alone.
+
+Two kinds of repetition are compared, each for host-side timings (``perf_counter`` around host
+work) and device-side ones (CUDA events, graph replay, the profiler's kernel times), as each
+timing summary records in its ``clock`` field (coursekit/bench.py):
+
+- between two forced runs of the whole build at one commit: the reference set against the
+  re-run stored beside it (``RERUN``), process 1 of each;
+- between the fresh processes of one run (``--processes``, the ``runs`` of a result).
+"""
+
+import plotly.graph_objects as go
+
+REFERENCE = "nvidia-h200"
+RERUN = "nvidia-h200-rerun"  # the second forced run at the same commit, stored beside the reference
+CLOCKS = ("host", "device")
+
+
+def _summaries(node, path=""):
+    """(path, summary) for every timing summary inside ``node``; list items by position."""
+    if isinstance(node, dict):
+        if "median" in node:
+            yield path, node
+            return
+        for k, v in node.items():
+            yield from _summaries(v, f"{path}.{k}" if path else k)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _summaries(v, f"{path}[{i}]")
+
+
+def _stats(values: list[float]) -> dict:
+    """Median, 90th percentile (nearest rank) and maximum of absolute percentage changes."""
+    if not values:
+        return {"n": 0, "median_pct": 0.0, "p90_pct": 0.0, "max_pct": 0.0}
+    ordered = sorted(values)
+    n = len(ordered)
+    mid = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+    return {
+        "n": n,
+        "median_pct": mid,
+        "p90_pct": ordered[min(n - 1, round(0.9 * (n - 1)))],
+        "max_pct": ordered[-1],
+    }
+
+
+def drift(results) -> dict:
+    """How far each timing summary's median moved: between the two runs, and between processes.
+
+    Between runs, a summary counts if both sets hold it at the same path with the same clock;
+    the change is |rerun / reference - 1| in per cent. Between processes, the change is the range
+    of a summary's medians over its processes, (max - min) / min, in per cent, beside its own
+    10th-90th percentile width within process 1, (p90 - p10) / median."""
+    sets = results.hardware_sets()
+    rows = []
+    if RERUN in sets and REFERENCE in sets:
+        for key in sorted(set(results.keys(REFERENCE)) & set(results.keys(RERUN))):
+            a = dict(_summaries(results(key, hardware=REFERENCE, process=1)))
+            b = dict(_summaries(results(key, hardware=RERUN, process=1)))
+            for path, s in a.items():
+                t = b.get(path)
+                clock = s.get("clock")
+                if t is None or clock not in CLOCKS or t.get("clock") != clock or s["median"] <= 0:
+                    continue
+                rows.append(
+                    {
+                        "key": key,
+                        "path": path,
+                        "clock": clock,
+                        "unit": s["unit"],
+                        "reference": s["median"],
+                        "rerun": t["median"],
+                        "change_pct": abs(t["median"] / s["median"] - 1) * 100,
+                    }
+                )
+    processes = []
+    for key in results.keys(REFERENCE) if REFERENCE in sets else []:
+        n = results.processes(key, REFERENCE)
+        if n < 2:
+            continue
+        per = [dict(_summaries(results(key, hardware=REFERENCE, process=i))) for i in range(1, n + 1)]
+        for path, s in per[0].items():
+            medians = [p[path]["median"] for p in per if path in p]
+            clock = s.get("clock")
+            if len(medians) < n or clock not in CLOCKS or min(medians) <= 0:
+                continue
+            processes.append(
+                {
+                    "key": key,
+                    "path": path,
+                    "clock": clock,
+                    "processes": n,
+                    "between_pct": (max(medians) / min(medians) - 1) * 100,
+                    "within_pct": (s["p90"] - s["p10"]) / s["median"] * 100,
+                }
+            )
+    out = {"reference": REFERENCE, "rerun": RERUN, "runs": rows, "processes": processes}
+    for clock in CLOCKS:
+        out[clock] = {
+            "between_runs": _stats([r["change_pct"] for r in rows if r["clock"] == clock]),
+            "between_processes": _stats([r["between_pct"] for r in processes if r["clock"] == clock]),
+            "within_process": _stats([r["within_pct"] for r in processes if r["clock"] == clock]),
+        }
+    return out
+
+
+def _jitter(i: int) -> float:
+    """A fixed, deterministic vertical spread for a strip plot (no randomness at build time)."""
+    return ((i * 0.6180339887) % 1.0 - 0.5) * 0.5
+
+
+def drift_figure(results):
+    d = drift(results)
+    fig = go.Figure()
+    groups = [
+        ("between the two runs", d["runs"], "change_pct"),
+        ("between processes of one run", d["processes"], "between_pct"),
+        ("within one process (p10 to p90)", d["processes"], "within_pct"),
+    ]
+    labels = []
+    for label, rows, field in groups:
+        for clock in CLOCKS:
+            y0 = len(labels)
+            labels.append(f"{clock}: {label}")
+            picked = [r for r in rows if r["clock"] == clock]
+            fig.add_trace(
+                go.Scatter(
+                    x=[max(r[field], 0.01) for r in picked],
+                    y=[y0 + _jitter(i) for i in range(len(picked))],
+                    mode="markers",
+                    name=labels[-1],
+                    marker={"symbol": "circle" if clock == "host" else "diamond", "size": 6, "opacity": 0.7},
+                    text=[f"{r['key']}: {r['path']}" for r in picked],
+                    hovertemplate="%{text}<br>%{x:.2f} %<extra></extra>",
+                    showlegend=False,
+                )
+            )
+    fig.update_layout(
+        xaxis={"type": "log", "title": "change of the median, per cent (log scale)"},
+        yaxis={"tickvals": list(range(len(labels))), "ticktext": labels, "autorange": "reversed"},
+        height=120 + 45 * len(labels),
+        margin={"l": 280, "r": 20, "t": 20, "b": 60},
+    )
+    return fig
