@@ -341,8 +341,10 @@ class ResultsPreprocessor(Preprocessor):
             doc = store.load(store.result_path(key, hardware or self.hardware, self.results_dir))
             return 1 + len(doc.get("runs", []))
 
-        results.keys, results.processes, results.hardware_sets = keys, processes, (
-            lambda: store.hardware_sets(self.results_dir)
+        results.keys, results.processes, results.hardware_sets = (
+            keys,
+            processes,
+            (lambda: store.hardware_sets(self.results_dir)),
         )
 
         try:
