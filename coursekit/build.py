@@ -161,12 +161,18 @@ def is_up_to_date(path: Path, result: Path) -> tuple[bool, str]:
 
 
 def previous_duration(result: Path) -> float:
-    """Seconds the stored result took to measure (for longest-first scheduling); inf when unknown,
-    so that new snippets start first."""
-    try:
-        return float(json.loads(result.read_text())["provenance"]["duration_s"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return float("inf")
+    """Seconds a stored result took to measure (for longest-first scheduling): its own folder's,
+    else the same snippet's in another hardware folder beside it (a first run into a new folder
+    must still start the slowest snippet first); inf when none is known, so new snippets start
+    first."""
+    results_dir, key = result.parents[2], result.relative_to(result.parents[1])  # <dir>/<hw>/<module>/<x>.json
+    others = sorted(p / key for p in results_dir.iterdir() if p.is_dir()) if results_dir.is_dir() else []
+    for path in [result, *others]:
+        try:
+            return float(json.loads(path.read_text())["provenance"]["duration_s"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return float("inf")
 
 
 # ---------------------------------------------------------------- the results folder

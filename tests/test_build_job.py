@@ -483,3 +483,19 @@ def test_hash_is_the_same_on_every_python_version():
             "no second Python version runs here; the GPU machine's results (Python 3.12) "
             "are still compared with this one's hashes by tests/test_results.py"
         )
+
+
+def test_a_first_run_into_a_new_folder_still_starts_the_slowest_snippet_first(tmp_path):
+    """With no result in the target folder yet, the duration comes from another hardware folder:
+    a parallel re-run into a new folder once started its longest snippet last and ran out of time."""
+    from coursekit import build
+
+    results = tmp_path / "build_results"
+    for hw, key, seconds in (("ref", "mx/slow", 300.0), ("ref", "mx/quick", 5.0)):
+        path = results / hw / f"{key}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"provenance": {"duration_s": seconds}}))
+    new = results / "rerun"
+    assert build.previous_duration(new / "mx" / "slow.json") == 300.0
+    assert build.previous_duration(new / "mx" / "quick.json") == 5.0
+    assert build.previous_duration(new / "mx" / "never.json") == float("inf")
