@@ -51,7 +51,8 @@ def drift(results) -> dict:
     Between runs, a summary counts if both sets hold it at the same path with the same clock;
     the change is |rerun / reference - 1| in per cent. Between processes, the change is the range
     of a summary's medians over its processes, (max - min) / min, in per cent, beside its own
-    10th-90th percentile width within process 1, (p90 - p10) / median."""
+    10th-90th percentile width within process 1, (p90 - p10) / median; and, to compare like with
+    like with the change between runs, the change from process 1 to process 2 alone."""
     sets = results.hardware_sets()
     rows = []
     if RERUN in sets and REFERENCE in sets:
@@ -92,6 +93,7 @@ def drift(results) -> dict:
                     "clock": clock,
                     "processes": n,
                     "between_pct": (max(medians) / min(medians) - 1) * 100,
+                    "first_two_pct": abs(medians[1] / medians[0] - 1) * 100,
                     "within_pct": (s["p90"] - s["p10"]) / s["median"] * 100,
                 }
             )
@@ -100,6 +102,7 @@ def drift(results) -> dict:
         out[clock] = {
             "between_runs": _stats([r["change_pct"] for r in rows if r["clock"] == clock]),
             "between_processes": _stats([r["between_pct"] for r in processes if r["clock"] == clock]),
+            "between_two_processes": _stats([r["first_two_pct"] for r in processes if r["clock"] == clock]),
             "within_process": _stats([r["within_pct"] for r in processes if r["clock"] == clock]),
         }
     return out
