@@ -463,7 +463,8 @@ def other_pythons():
 
 
 def test_hash_is_the_same_on_every_python_version():
-    """The GPU machine's Python (3.12) and the test machines' (3.11) must agree on a snippet's hash."""
+    """The GPU machine's Python (3.12) and the test machines' (3.11) must agree on a snippet's hash.
+    An interpreter that runs but crashes on the hash is a failure, not "not installed" (test gap 1)."""
     import glob
 
     code = (
@@ -473,10 +474,14 @@ def test_hash_is_the_same_on_every_python_version():
     here = str([store.snippet_hash(p) for p in sorted(glob.glob(str(ROOT / "snippets/*/*.py")))])
     compared = 0
     for cmd, env in other_pythons():
+        # First: does this interpreter run at all? Only then is a failure of the hash a failure.
+        probe = subprocess.run(cmd + ["-c", "import sys"], capture_output=True, text=True, cwd=ROOT, env=env)
+        if probe.returncode != 0:
+            continue  # e.g. a pyenv shim for a version that is not installed
         out = subprocess.run(cmd + ["-c", code], capture_output=True, text=True, cwd=ROOT, env=env)
-        if out.returncode != 0:
-            continue  # e.g. a shim for a version that is not installed
-        assert out.stdout.strip() == here, f"{cmd} {env.get('PYENV_VERSION', '')} computes different hashes"
+        name = f"{cmd} {env.get('PYENV_VERSION', '')}"
+        assert out.returncode == 0, f"{name} runs, but computing the hashes there failed:\n{out.stderr[-2000:]}"
+        assert out.stdout.strip() == here, f"{name} computes different hashes"
         compared += 1
     if not compared:
         pytest.skip(

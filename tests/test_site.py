@@ -26,12 +26,36 @@ def test_strict_build_passes_within_a_minute(built_site):
     assert seconds < 60, f"mkdocs build took {seconds:.0f} s; the budget is 60 s"
 
 
+def leftover_braces(html_text: str) -> list[str]:
+    """Placeholder debris in a page's text outside code: any "{{" or "}}", and braces hugging a
+    filled value ("{{{ x }}}" leaves "{7.3}")."""
+    text = re.sub(r"<(code|pre|script|style)\b[^>]*>.*?</\1>", " ", html_text, flags=re.S)
+    hugging = re.findall(r"\{\s*<span class=\"(?:measured|cited)[^>]*>[^<]*</span>\s*\}", text)
+    text = re.sub(r"<[^>]*>", "", text)  # tags and their attributes (figure JSON lives in one)
+    return re.findall(r".{0,20}(?:\{\{|\}\}).{0,20}", text) + hugging
+
+
 def test_no_placeholder_survives(built_site):
     site, _ = built_site
     for page in site.rglob("*.html"):
-        text = page.read_text()
-        left = re.findall(r"\{\{[^}]*\}\}", re.sub(r"<(code|pre)[^>]*>.*?</\1>", "", text, flags=re.S))
+        left = leftover_braces(page.read_text())
         assert not left, f"{page.relative_to(site)} still has {left[:3]}"
+
+
+@pytest.mark.parametrize(
+    "debris",
+    [
+        "<p>{{ m02/x:y | .1f }</p>",
+        "<p>{ m02/x:y }}</p>",
+        "<p>{{ m02/x:y | {.1f} }}</p>",
+        '<p>{<span class="measured" title="t">7.3</span>}</p>',
+        "<p>a }} b</p>",
+    ],
+)
+def test_the_survival_check_sees_malformed_placeholders(debris):
+    """Test gap 3: the forms of defect 6 are caught in built HTML too, not only at build time."""
+    assert leftover_braces(debris)
+    assert not leftover_braces('<p>fine</p><pre><code>{{ x }}</code></pre><div data-plotly="{&quot;a&quot;:{}}"></div>')
 
 
 def test_plotly_bundle_matches_the_python_package():
