@@ -261,7 +261,7 @@ def test_value_placeholder_renders_median_with_provenance():
         ("{{ methodology/ceilings:copy.nope | .1f }}", "copy.nope"),
         ("{{ m99/nothing:x }}", "m99/nothing"),
         ("{{ figure m02/no_such_figure }}", "no_such_figure"),
-        ("{{ cited 3 TB/s }}", "source"),
+        ("{{ cited 3 TB/s }}", "both halves"),
     ],
 )
 def test_missing_values_fail_naming_the_key(text, named):
@@ -339,8 +339,10 @@ def test_other_placeholders_render():
         "{{ reading-time part-k/04-dynamo.md }}\n\n{{ hardware-sets }}"
     )
     assert 'class="cited"' in html and "NVIDIA H200 product brief" in html
-    assert '<details class="provenance">' in html and "data:application/json;base64," in html
-    assert "data:text/x-python;base64," in html  # the snippet itself, downloadable
+    assert (
+        '<details class="provenance">' in html and 'href="downloads/data/nvidia-h200/methodology/ceilings.json"' in html
+    )
+    assert 'href="downloads/methodology/ceilings.py"' in html  # the snippet as one file, served by the plugin
     assert "<pre><code>" in html and "aten::add" in html
     assert re.search(r"\d+ min, in preparation", html)
     assert "nvidia-h200" in html and "<table" in html
