@@ -344,7 +344,9 @@ def test_other_placeholders_render():
     )
     assert 'href="downloads/methodology/ceilings.py"' in html  # the snippet as one file, served by the plugin
     assert "<pre><code>" in html and "aten::add" in html
-    assert re.search(r"\d+ min, in preparation", html)
+    assert re.search(
+        r'<span class="reading-time">\d+ min</span>, <span class="reading-time">in preparation</span>', html
+    )
     assert "nvidia-h200" in html and "<table" in html
 
 
