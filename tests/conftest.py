@@ -3,8 +3,10 @@
 import functools
 import http.server
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -90,8 +92,25 @@ _script_runs = {}
 
 
 def run_script_once(path):
-    """`python path` on the CPU, run once per test session however many tests need it."""
+    """`python path` on the CPU, run once per test session however many tests need it.
+
+    A measured snippet runs as its download: the same file with the course's helpers it uses
+    inlined (coursekit/deps.py), alone in an empty folder with nothing of the project on the path.
+    That one run proves the snippet's table and the download at once; tests/test_snippets.py
+    proves the snippet in the repository through the build job's runner, and
+    tests/test_downloads.py that the site serves exactly this file."""
+    from coursekit import deps
+    from coursekit import results as store
+
     key = str(path)
     if key not in _script_runs:
-        _script_runs[key] = run_python([key])
+        if Path(path).resolve() in {p.resolve() for p in store.snippet_files()}:
+            folder = Path(tempfile.mkdtemp(prefix="reader-", dir=os.environ.get("TMPDIR")))
+            standalone = folder / Path(path).name
+            standalone.write_text(deps.standalone(Path(path)))
+            _script_runs[key] = run_python([standalone.name], cwd=folder, env_extra={"PYTHONPATH": ""})
+            _script_runs[key].standalone = standalone.read_text()
+            shutil.rmtree(folder, ignore_errors=True)
+        else:
+            _script_runs[key] = run_python([key])
     return _script_runs[key]

@@ -4,7 +4,7 @@ outside the repository, with nothing of the project on the path, on the CPU at s
 import ast
 
 import pytest
-from conftest import ROOT, run_python
+from conftest import ROOT, run_script_once
 
 from coursekit import results as store
 
@@ -12,16 +12,15 @@ SNIPPETS = store.snippet_files()
 
 
 @pytest.mark.parametrize("snippet", SNIPPETS, ids=store.snippet_key)
-def test_snippet_download_runs_outside_the_repository(snippet, built_site, tmp_path):
+def test_snippet_download_runs_outside_the_repository(snippet, built_site):
     site, _ = built_site
     served = site / "downloads" / f"{store.snippet_key(snippet)}.py"
     assert served.exists(), f"the site does not serve {served.relative_to(site)}"
     text = served.read_text()
     assert "coursekit" not in "\n".join(ln for ln in text.splitlines() if ln.lstrip().startswith(("import", "from")))
-    folder = tmp_path / "reader"
-    folder.mkdir()
-    (folder / served.name).write_text(text)
-    proc = run_python([served.name], cwd=folder, env_extra={"PYTHONPATH": ""}, timeout=900)
+    # run_script_once runs exactly this file, alone in an empty folder, no project on the path
+    proc = run_script_once(snippet)
+    assert proc.standalone == text, "the site serves a different file from the one the tests ran"
     assert proc.returncode == 0, f"{served.name} failed outside the repository:\n{proc.stderr[-3000:]}"
     assert proc.stdout.strip(), f"{served.name} printed nothing"
     for inside in ("snippets", "coursekit"):  # nothing of the project was used (the venv may live in it)
