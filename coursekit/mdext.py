@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import html
 import importlib.util
+import json
 import os
 import re
 from pathlib import Path
@@ -47,7 +48,6 @@ from coursekit import stats
 
 PLACEHOLDER = re.compile(r"(?<!\\)\{\{\s*(?P<body>[^{}]+?)\s*\}\}")
 FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
-INLINE_CODE = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)")
 VALUE = re.compile(
     r"^(?P<key>[a-z0-9_]+/[a-z0-9_]+)\s*:\s*(?P<field>@?[\w.\-]+(?:\[[^\]]*\][\w.\-]*)*)\s*(?:\|\s*(?P<fmt>[^|]*))?$"
 )
@@ -269,7 +269,7 @@ class ResultsPreprocessor(Preprocessor):
         elif isinstance(node, dict | list) or node is None:
             self.fail(placeholder, f"{what} is a {type(node).__name__}, not a number or text")
         text = self.format_number(node, fmt, placeholder, what)
-        if len(values) > 1:
+        if len(values) > 1 and len({json.dumps(v, sort_keys=True) for v in values}) > 1:
             notes.append(f"process medians {', '.join(self.format_number(v, fmt, placeholder, what) for v in values)}")
         if want_range:
             if len(values) < 2:
@@ -402,7 +402,10 @@ class ResultsPreprocessor(Preprocessor):
             except KeyError as exc:
                 self.fail(placeholder, str(exc).strip("'\""))
         first = next(iter(used.values()))
-        hardware = next((d["hardware"] for d in used.values() if d["hardware"] != self.hardware), self.hardware)
+        # borrowed only where the page's own set lacked a result (not where figures.py asked for
+        # another set by name, as the methodology page's comparison of two runs does)
+        borrowed = [d["hardware"] for k, d in used.items() if " (" not in k and d["hardware"] != self.hardware]
+        hardware = borrowed[0] if borrowed else self.hardware
         doc = {
             "snippet": f"snippets/{module_dir}/figures.py:{func}()",
             "hardware": hardware,
@@ -515,9 +518,21 @@ class ResultsPreprocessor(Preprocessor):
 
     def paired(self, a_ref: str, b_ref: str, placeholder: str) -> list[list[float]] | None:
         """Per-round differences A - B, one list per process, where A and B were timed in the same
-        interleaved rounds (summaries from the same result carrying their ``rounds``); else None."""
+        interleaved rounds; else None. ``host_us_each`` returns ``{variant: summary}``, each
+        summary keeping its ``rounds``, so two summaries count as one interleaved run only if both
+        keep rounds of one length and their paths differ in exactly one dict key (the variant):
+        ``step_us.eager`` and ``step_us.model_only``, or ``variants.eager.step_us`` and
+        ``variants.jax_jit.step_us``; never two items of a list (two sizes of a sweep, each timed
+        by its own call)."""
         ma, mb = VALUE.match(a_ref.strip()), VALUE.match(b_ref.strip())
         if not (ma and mb) or ma["key"] != mb["key"]:
+            return None
+        try:
+            pa, pb = store.split_path(ma["field"]), store.split_path(mb["field"])
+        except KeyError:
+            return None
+        differ = [(x, y) for x, y in zip(pa, pb) if x != y]
+        if len(pa) != len(pb) or len(differ) != 1 or differ[0][0][1] is not None or differ[0][1][1] is not None:
             return None
         fa, fb = self.find(ma["key"], ma["field"], placeholder), self.find(mb["key"], mb["field"], placeholder)
         if "derived_from" in fa.doc or fa.doc is not fb.doc:
@@ -679,7 +694,8 @@ class ResultsPreprocessor(Preprocessor):
 
     def check_leftovers(self, line: str) -> None:
         """No stray ``{{``/``}}`` outside code: a malformed placeholder must not reach the page."""
-        text = re.sub(r"\\\{\{[^{}]*?\}\}", " ", INLINE_CODE.sub(" ", line)).replace("\\{{", "  ")
+        # inline code is filled like prose (a kernel name can sit in backticks), so it is checked too
+        text = re.sub(r"\\\{\{[^{}]*?\}\}", " ", line).replace("\\{{", "  ")
         for m in PLACEHOLDER.finditer(text):
             before, after = text[: m.start()], text[m.end() :]
             if before.endswith("{") or after.startswith("}"):

@@ -1,16 +1,17 @@
 """The results store: build_results/<hardware>/<module>/<snippet>.json.
 
-One JSON file per snippet and hardware. Its layout (``SCHEMA_VERSION`` 1):
+One JSON file per snippet and hardware. Its layout (``SCHEMA_VERSION`` 2):
 
     {
-      "schema_version": 1,
+      "schema_version": 2,
       "key": "m02/host_overhead",               # <module folder>/<snippet stem>
       "snippet": "snippets/m02/host_overhead.py",
-      "snippet_hash": "sha256 of the snippet's AST and its local imports",
+      "snippet_hash": "sha256 of the snippet's AST and the definitions it uses (coursekit/deps.py)",
       "hardware": "nvidia-h200",
-      "provenance": {gpu, driver, cuda, torch, triton, python, cpu, date, commit,
-                     repetitions, duration_s, ...},
-      "data": {... whatever the snippet's measure() returned; timings are bench.summarize dicts}
+      "provenance": {gpu, driver, cuda, torch, triton, python, cpu, date, commit, repetitions,
+                     duration_s, processes, durations_s, workers, gpu_index, cpu_affinity, ...},
+      "data": {... what process 1's measure() returned; timings are coursekit.stats summaries},
+      "runs": [{... process 2's data}, ...]     # only when the snippet ran in several processes
     }
 
 Nothing here imports torch: the site build reads results on machines without it.
@@ -248,6 +249,8 @@ def load(path: Path) -> dict:
         doc = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ResultError(f"{path}: not valid JSON ({exc})") from None
+    except OSError as exc:
+        raise ResultError(f"{path}: cannot read ({exc.strerror or exc})") from None
     validate(doc, str(path))
     _LOADED[path] = (stamp, doc)
     return doc

@@ -326,3 +326,28 @@ def test_synthetic_site_of_fourteen_modules_builds_within_a_minute(tmp_path):
 
 def test_the_real_site_config_names_existing_results_dir():
     assert (ROOT / "build_results" / store.REFERENCE_HARDWARE).is_dir()
+
+
+def test_two_sweep_points_are_never_paired(site):
+    """Each point of a sweep is timed by its own call: rounds of equal length are not one run."""
+    points = [
+        {"size": 1, "us": summary(10.0, 7.0, 11.0, rounds=[7.0, 8.0, 10.0, 10.5, 11.0])},
+        {"size": 2, "us": summary(11.0, 7.5, 12.0, rounds=[7.5, 8.5, 11.0, 11.5, 12.0])},
+    ]
+    store.write_atomic(
+        store.result_path("mx/s", "nvidia-h200", site / "build_results"), doc("mx/s", data(points=points))
+    )
+    # paired, every round would have size 1 below size 2; unpaired, the spreads overlap
+    fails(site, "{{ assert mx/s:points[size=1].us < mx/s:points[size=2].us }}", "spreads overlap")
+
+
+def test_braces_in_inline_code_are_checked_too(site):
+    """Inline code is filled like prose, so malformed placeholders there fail as well (defect 6)."""
+    fails(site, "see `{{ mx/a:t }` here", "brace|stray")
+
+
+def test_an_unreadable_result_file_is_named(site):
+    path = store.result_path("mx/d", "nvidia-h200", site / "build_results")
+    path.mkdir(parents=True)  # a folder where the file should be
+    with pytest.raises(store.ResultError, match=re.escape(str(path.resolve()))):
+        store.load(path)

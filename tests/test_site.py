@@ -29,7 +29,7 @@ def test_strict_build_passes_within_a_minute(built_site):
 def leftover_braces(html_text: str) -> list[str]:
     """Placeholder debris in a page's text outside code: any "{{" or "}}", and braces hugging a
     filled value ("{{{ x }}}" leaves "{7.3}")."""
-    text = re.sub(r"<(code|pre|script|style)\b[^>]*>.*?</\1>", " ", html_text, flags=re.S)
+    text = re.sub(r"<(pre|script|style)\b[^>]*>.*?</\1>", " ", html_text, flags=re.S)  # inline code is checked
     hugging = re.findall(r"\{\s*<span class=\"(?:measured|cited)[^>]*>[^<]*</span>\s*\}", text)
     text = re.sub(r"<[^>]*>", "", text)  # tags and their attributes (figure JSON lives in one)
     return re.findall(r".{0,20}(?:\{\{|\}\}).{0,20}", text) + hugging
@@ -56,6 +56,7 @@ def test_the_survival_check_sees_malformed_placeholders(debris):
     """Test gap 3: the forms of defect 6 are caught in built HTML too, not only at build time."""
     assert leftover_braces(debris)
     assert not leftover_braces('<p>fine</p><pre><code>{{ x }}</code></pre><div data-plotly="{&quot;a&quot;:{}}"></div>')
+    assert leftover_braces("<p>see <code>{{ m02/x:y }</code></p>")  # inline code is filled, so checked too
 
 
 def test_plotly_bundle_matches_the_python_package():
