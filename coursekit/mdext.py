@@ -8,6 +8,8 @@ Placeholders (one syntax family, ``{{ ... }}``; the kinds are the registry ``KIN
     {{ m02/crossover:bytes | /1e6 .0f }}            scaled first: bytes printed as MB
     {{ m02/host_overhead:host_us.no_grad | .1f range }}
                                                     the range of the medians over the result's processes
+                                                    (shown anyway where another process's median lies
+                                                    outside process 1's 10th-90th percentile band)
     {{ m02/crossover:@provenance.torch }}           a field of the result document itself
     {{ output m02/profile_breakdown:table }}        a stored text (a printed table) as a block
     {{ figure m02/crossover }}                      function crossover() of snippets/m02/figures.py
@@ -258,6 +260,9 @@ class ResultsPreprocessor(Preprocessor):
             node, doc = found.value, found.doc
             values = self.across_processes(doc, field, placeholder)
         notes = []
+        disagree = False  # another process's median outside process 1's own band
+        if store.is_summary(node) and len(values) > 1 and all(store.is_summary(v) for v in values):
+            disagree = any(not node["p10"] <= v["median"] <= node["p90"] for v in values[1:])
         if store.is_summary(node):
             notes.append(
                 f"median of {node['n']}; {self.spread_words(node)} "
@@ -271,13 +276,15 @@ class ResultsPreprocessor(Preprocessor):
         text = self.format_number(node, fmt, placeholder, what)
         if len(values) > 1 and len({json.dumps(v, sort_keys=True) for v in values}) > 1:
             notes.append(f"process medians {', '.join(self.format_number(v, fmt, placeholder, what) for v in values)}")
-        if want_range:
-            if len(values) < 2:
-                self.fail(placeholder, f"'range' needs a result measured in several processes; {key} has one")
-            text = (
-                f"{self.format_number(min(values), fmt, placeholder, what)}–"
-                f"{self.format_number(max(values), fmt, placeholder, what)}"
-            )
+        if want_range and len(values) < 2:
+            self.fail(placeholder, f"'range' needs a result measured in several processes; {key} has one")
+        if want_range or disagree:
+            # Where the processes disagree beyond one process's spread, a single median would
+            # overstate what is known: the page shows the range of the processes' medians.
+            if disagree:
+                notes.insert(0, "the processes disagree beyond process 1's spread: shown is the range of their medians")
+            lo, hi = (self.format_number(v, fmt, placeholder, what) for v in (min(values), max(values)))
+            text = f"{lo} to {hi}" if min(values) < 0 else f"{lo}–{hi}"  # "-10–21" would read as a dash
         return self.stash(self.measured_span(text, doc, notes))
 
     @staticmethod
