@@ -16,8 +16,10 @@ rename, so a snippet that raises, hangs or returns garbage leaves the stored res
 
 --gpus N runs N snippets at a time: worker i uses GPU i (CUDA_VISIBLE_DEVICES) and the i-th of N
 contiguous slices of the job's CPU cores, runs all processes of one snippet before taking the
-next, and takes the longest first (by the previous result's duration). The provenance records
-the worker's GPU and cores, and how many workers there were.
+next, and takes the longest first (by the previous result's duration). Host-bound snippets (those
+declaring PROCESSES > 1) run one at a time after the others, on one worker with every core, unless
+--parallel-host is given: measured in parallel, their host numbers did not match a serial run.
+The provenance records the worker's GPU and cores, and how many workers there were.
 
 One job at a time per results folder: the job holds an flock on <results-dir>/<hardware>/.lock,
 which holds its pid; a second job exits 3 naming that pid, or waits for it with --wait. With the
@@ -141,6 +143,14 @@ def declared_processes(path: Path) -> int:
             if type(n) is not int or n < 1:
                 raise Failed(f"PROCESSES must be a positive integer literal, not {ast.unparse(node.value)}")
     return n
+
+
+def _declared_or_one(path: Path) -> int:
+    """declared_processes, or 1 where it cannot be read (the snippet's own run reports why)."""
+    try:
+        return declared_processes(path)
+    except (Failed, SyntaxError, OSError, UnicodeDecodeError):
+        return 1
 
 
 def is_up_to_date(path: Path, result: Path) -> tuple[bool, str]:
@@ -546,17 +556,25 @@ def build(args: argparse.Namespace) -> int:
                 job.outcomes.append(Outcome(task, "up to date"))
             else:
                 tasks.append(task)
-        if len(workers) > 1:  # longest first, so that the last snippet to start is a short one
-            tasks.sort(key=lambda t: -previous_duration(t.target))
-        todo = queue.SimpleQueue()
-        for task in tasks:
-            todo.put(task)
-        threads = [threading.Thread(target=job.work, args=(w, todo), daemon=True) for w in workers]
+        phases = [(workers, tasks)]
+        if len(workers) > 1 and not args.parallel_host:
+            # Host-bound snippets (PROCESSES > 1) run one at a time after the others, on one worker
+            # with every core: measured in parallel, their host numbers did not match a serial run
+            # number by number (docs/methodology.md, "Two runs at one commit").
+            host = [t for t in tasks if _declared_or_one(t.path) > 1]
+            phases = [(workers, [t for t in tasks if t not in host]), (make_workers(1, gpu is not None), host)]
         try:
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
+            for phase_workers, phase_tasks in phases:
+                if len(phase_workers) > 1:  # longest first, so that the last snippet to start is a short one
+                    phase_tasks.sort(key=lambda t: -previous_duration(t.target))
+                todo = queue.SimpleQueue()
+                for task in phase_tasks:
+                    todo.put(task)
+                threads = [threading.Thread(target=job.work, args=(w, todo), daemon=True) for w in phase_workers]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
         except BaseException:  # Ctrl-C, SIGTERM, SIGHUP: no snippet may keep running on the GPU
             job.children.kill_all()
             print(f"interrupted: the running snippets were killed; logs kept in {logs}", file=sys.stderr)
@@ -616,6 +634,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--processes", type=_positive_int, help="fresh processes per snippet (default: its PROCESSES, else 1)"
     )
     parser.add_argument("--gpus", type=_positive_int, default=1, help="snippets run at a time, one per GPU")
+    parser.add_argument(
+        "--parallel-host",
+        action="store_true",
+        help="with --gpus N, run host-bound snippets (PROCESSES > 1) in parallel too (default: one at a time, last)",
+    )
     parser.add_argument("--wait", action="store_true", help="wait for another job holding the results folder")
     parser.add_argument("--hardware", help="results folder name (default: from the GPU's name)")
     parser.add_argument("--snippets-dir", type=Path, default=store.SNIPPETS_DIR)

@@ -504,3 +504,21 @@ def test_a_first_run_into_a_new_folder_still_starts_the_slowest_snippet_first(tm
     assert build.previous_duration(new / "mx" / "slow.json") == 300.0
     assert build.previous_duration(new / "mx" / "quick.json") == 5.0
     assert build.previous_duration(new / "mx" / "never.json") == float("inf")
+
+
+def test_host_bound_snippets_run_one_at_a_time_unless_asked(tmp_path):
+    """Issue 7 item 8: measured on two GPUs in parallel, host-side numbers did not match a serial
+    run number by number, so with --gpus N the host-bound snippets (PROCESSES > 1) run one at a
+    time, on one worker with every core, after the others; --parallel-host runs them in parallel."""
+    host = GOOD.replace("def measure", "PROCESSES = 2\n\n\ndef measure")
+    snippets, results, _ = make_tree(tmp_path, host=host, gpu_a=GOOD, gpu_b=GOOD)
+    cores = len(os.sched_getaffinity(0))
+    if cores < 2:
+        pytest.skip("needs two cores for two workers")
+    assert build(snippets, results, "--cpu", "--gpus", "2", "--force").returncode == 0
+    prov = {n: store.load(store.result_path(f"mx/{n}", "cpu", results))["provenance"] for n in ("host", "gpu_a")}
+    assert prov["host"]["workers"] == 1 and prov["host"]["processes"] == 2
+    assert prov["host"]["cpu_affinity"] == job.cpu_list(sorted(os.sched_getaffinity(0)))
+    assert prov["gpu_a"]["workers"] == 2
+    assert build(snippets, results, "--cpu", "--gpus", "2", "--force", "--parallel-host").returncode == 0
+    assert store.load(store.result_path("mx/host", "cpu", results))["provenance"]["workers"] == 2

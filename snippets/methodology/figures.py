@@ -97,6 +97,15 @@ def drift(results) -> dict:
                     "within_pct": (s["p90"] - s["p10"]) / s["median"] * 100,
                 }
             )
+    # One number at a time: does the re-run's first process land inside the range of the
+    # reference run's process medians (widened to its processes' 10th-90th percentile bands)?
+    for r in rows:
+        n = results.processes(r["key"], REFERENCE)
+        per = [dict(_summaries(results(r["key"], hardware=REFERENCE, process=i))) for i in range(1, n + 1)]
+        lo = min(p[r["path"]]["p10"] for p in per if r["path"] in p)
+        hi = max(p[r["path"]]["p90"] for p in per if r["path"] in p)
+        r["reference_processes"] = n
+        r["inside_reference_spread"] = lo <= r["rerun"] <= hi
     out = {"reference": REFERENCE, "rerun": RERUN, "runs": rows, "processes": processes}
     for clock in CLOCKS:
         out[clock] = {
@@ -104,6 +113,14 @@ def drift(results) -> dict:
             "between_processes": _stats([r["between_pct"] for r in processes if r["clock"] == clock]),
             "between_two_processes": _stats([r["first_two_pct"] for r in processes if r["clock"] == clock]),
             "within_process": _stats([r["within_pct"] for r in processes if r["clock"] == clock]),
+        }
+        several = [r for r in rows if r["clock"] == clock and r["reference_processes"] > 1]
+        inside = sum(r["inside_reference_spread"] for r in several)
+        out[clock]["rerun_inside_spread"] = {
+            "n": len(several),
+            "inside": inside,
+            "outside": len(several) - inside,
+            "inside_pct": 100 * inside / len(several) if several else 0.0,
         }
     return out
 
