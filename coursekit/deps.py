@@ -22,7 +22,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT_PACKAGE = "coursekit"
 # What decides how a snippet is run is part of what its result depends on (coursekit/runner.py).
-RUNNER_DEFINITIONS = (("coursekit.runner", "call_measure"), ("coursekit.runner", "snippet_env"))
+RUNNER_DEFINITIONS = (
+    ("coursekit.runner", "call_measure"),
+    ("coursekit.runner", "snippet_env"),
+    ("coursekit.runner", "main"),
+)
 
 
 @dataclass
@@ -83,6 +87,10 @@ def _bound_names(stmt: ast.stmt) -> list[str]:
         targets = [stmt.target]
     names = []
     for t in targets:
+        if not all(
+            isinstance(n, ast.Name | ast.Tuple | ast.List | ast.Starred | ast.expr_context) for n in ast.walk(t)
+        ):
+            return []  # os.environ["X"] = ..., torch.backends.x = ...: code that runs on import, not a name
         names += [n.id for n in ast.walk(t) if isinstance(n, ast.Name)]
     return names
 
@@ -194,11 +202,14 @@ def dependencies(snippet: Path, extra: tuple[tuple[str, str], ...] = RUNNER_DEFI
         path = resolve(mod_name, snippet)
         if path is not None:
             todo.append(Definition(path, name))
+    package_init = ROOT / PROJECT_PACKAGE / "__init__.py"
     while todo:
         d = todo.pop()
         if d in seen:
             continue
         seen.add(d)
+        if d.path.parent == package_init.parent and package_init.exists():
+            todo.append(Definition(package_init, "*"))  # importing coursekit.x runs coursekit/__init__.py
         mod = parse(d.path)
         stmts = mod.tree.body if d.name == "*" else mod.defs.get(d.name)
         if stmts is None:

@@ -142,3 +142,26 @@ def test_a_snippet_importing_a_missing_helper_is_an_error(tree):
     (tree / "snippets" / "mx" / "c.py").write_text(textwrap.dedent(SNIPPET).replace("host_us", "nope"))
     with pytest.raises(ImportError, match="nope"):
         store.snippet_hash(tree / "snippets" / "mx" / "c.py")
+
+
+def test_code_that_runs_on_import_counts(tree):
+    """A module-level setting (an environment variable, a backend flag) in a helper module runs
+    when a snippet imports it: it stales the snippets that use that module, not the others."""
+    before = hashes(tree)
+    (tree / "coursekit" / "helpers.py").write_text("import os\n" + HELPERS + '\nos.environ["X"] = "1"\n')
+    after = hashes(tree)
+    assert after["a"] != before["a"] and after["b"] != before["b"]  # both import helpers
+
+
+def test_the_package_init_and_the_runner_main_count(tree):
+    """coursekit/__init__.py runs on every import of a helper; runner.main runs every snippet."""
+    before = hashes(tree)
+    (tree / "coursekit" / "__init__.py").write_text("import os\nos.environ['Y'] = '1'\n")
+    after = hashes(tree)
+    assert after["a"] != before["a"] and after["b"] != before["b"]
+    edit(
+        tree / "coursekit" / "runner.py",
+        "    start = time.perf_counter()\n",
+        "    start = time.perf_counter()\n    os.environ['Z'] = '1'\n",
+    )
+    assert hashes(tree)["a"] != after["a"]
