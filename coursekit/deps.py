@@ -247,8 +247,9 @@ def _original_statements(path: Path) -> list[ast.stmt]:
 def standalone(snippet: Path) -> str:
     """The snippet as one file that runs alone: project imports replaced by what they import.
 
-    Definitions come in their modules' order, each module's needed imports first; section
-    markers for the site (``# --8<--``) are dropped.
+    Each module's definitions come in their own order, after the modules they use and after the
+    imports they need (only those, and none the snippet already has); section markers for the
+    site (``# --8<--``) are dropped.
     """
     snippet = Path(snippet).resolve()
     deps = [d for d in dependencies(snippet, extra=()) if d.path != snippet]
@@ -257,32 +258,73 @@ def standalone(snippet: Path) -> str:
         by_module.setdefault(d.path, set()).add(d.name)
     source_lines = snippet.read_text().splitlines()
     body = _original_statements(snippet)
-    # Modules in dependency order: a module whose definitions others use comes first.
-    order = sorted(by_module, key=lambda p: (p.parent != ROOT / PROJECT_PACKAGE, str(p)))
+    first_project = min(
+        (s.lineno for s in body if isinstance(s, ast.Import | ast.ImportFrom) and _project_imports([s], snippet)),
+        default=0,
+    )
+    # the snippet's imports above the inlined code: the inlined code need not repeat them
+    own_imports = {
+        ast.unparse(s) for s in body if isinstance(s, ast.Import | ast.ImportFrom) and s.lineno < first_project
+    }
+    kept: dict[Path, list[ast.stmt]] = {}
+    needs: dict[Path, set[Path]] = {}
+    for path, names in by_module.items():
+        stmts = [
+            s
+            for s in _original_statements(path)
+            if not (isinstance(s, ast.ImportFrom) and s.module == "__future__")
+            and not _is_main_guard(s)
+            and not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))  # the docstring
+        ]
+        code = [
+            s
+            for s in stmts
+            if not isinstance(s, ast.Import | ast.ImportFrom)
+            and ("*" in names or not _bound_names(s) or set(_bound_names(s)) & names)
+        ]
+        used = _used_names(code)
+        project = _project_imports(stmts, path)
+        # only the imports the kept code uses, and none the file already has
+        imports = [
+            s
+            for s in stmts
+            if isinstance(s, ast.Import | ast.ImportFrom)
+            and not _project_imports([s], path)
+            and set(_bound_names(s)) & used
+            and ast.unparse(s) not in own_imports
+        ]
+        kept[path] = imports + code
+        needs[path] = {project[n][0] for n in used if n in project and project[n][0] in by_module}
+    # Modules in dependency order (what a module's code uses is defined above it), then by name.
+    order: list[Path] = []
+
+    def visit(path: Path, trail: tuple = ()):
+        if path in order or path in trail:
+            return
+        for dep in sorted(needs[path]):
+            visit(dep, (*trail, path))
+        order.append(path)
+
+    for path in sorted(by_module):
+        visit(path)
     inlined: list[str] = []
+    emitted: set[str] = set()
     for path in order:
         mod = parse(path)
-        names = by_module[path]
-        stmts = _original_statements(path)
-        keep = []
-        for stmt in stmts:
-            if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__":
-                continue
-            if _is_main_guard(stmt) or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
-                continue
-            is_import = isinstance(stmt, ast.Import | ast.ImportFrom)
-            if is_import and _project_imports([stmt], path):
-                continue  # what it imports is inlined from its own module
-            bound = _bound_names(stmt)
-            if is_import or "*" in names or not bound or set(bound) & names:
-                keep.append(stmt)  # imports are cheap, and the kept definitions may need them
         text = []
-        for s in keep:
+        for s in kept[path]:
+            if isinstance(s, ast.Import | ast.ImportFrom):
+                if ast.unparse(s) in emitted:
+                    continue
+                emitted.add(ast.unparse(s))
             if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 text += ["", ""]  # two blank lines around a definition, as PEP 8 has it
             text += _lines(mod, s)
-        inlined.append(f"# ---- {relative(path)}, inlined: the course's helpers this file uses, so that it runs alone")
-        inlined += text + ["", ""]
+        if any(line.strip() for line in text):
+            inlined.append(
+                f"# ---- {relative(path)}, inlined: the course's helpers this file uses, so that it runs alone"
+            )
+            inlined += text + ["", ""]
     out = []
     first_import = min(
         (s.lineno for s in body if isinstance(s, ast.Import | ast.ImportFrom) and _project_imports([s], snippet)),

@@ -53,3 +53,12 @@ def test_no_download_imports_the_project_or_a_sibling(built_site):
             elif isinstance(node, ast.ImportFrom) and node.module:
                 imported.add(node.module.split(".")[0])
         assert not imported & names, f"{served} imports {imported & names}"
+
+
+def test_downloads_pass_pyflakes(built_site):
+    """No undefined or unused name in what a reader downloads (ruff's pyflakes rules)."""
+    from test_lint import ruff
+
+    site, _ = built_site
+    proc = ruff("check", "--no-cache", "--isolated", "--select", "F", str(site / "downloads"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr

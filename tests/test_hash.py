@@ -165,3 +165,20 @@ def test_the_package_init_and_the_runner_main_count(tree):
         "    start = time.perf_counter()\n    os.environ['Z'] = '1'\n",
     )
     assert hashes(tree)["a"] != after["a"]
+
+
+def test_the_download_orders_modules_by_use_and_keeps_only_needed_imports(tree):
+    """A helper module whose import-time code uses another module's function comes after it; an
+    import no kept definition uses (e.g. jax, for a reader who has only torch) is left out."""
+    (tree / "coursekit" / "units.py").write_text("import json\n\n\ndef unit():\n    return 'us'\n")
+    (tree / "coursekit" / "helpers.py").write_text(
+        "import heapq\n\nfrom coursekit.units import unit\n"
+        + HELPERS.replace('return {"median": _sample(fn)}', 'return {"median": _sample(fn), "unit": UNIT}')
+        + "\nUNIT = unit()\n"
+    )
+    text = deps.standalone(tree / "snippets" / "mx" / "a.py")
+    assert text.index("def unit") < text.index("UNIT = unit()")
+    assert "import heapq" not in text and "import json" not in text
+    namespace = {"__name__": "standalone"}
+    exec(compile(text, "standalone.py", "exec"), namespace)  # noqa: S102
+    assert namespace["measure"]()["unit"] == "us"
