@@ -512,8 +512,12 @@ class ResultsPreprocessor(Preprocessor):
             return Interval(x, x, ref)
         if m["fmt"]:
             self.fail(placeholder, f"{ref!r}: an operand of a claim takes no format")
+        if m["field"].endswith(".median"):
+            self.fail(placeholder, f"{ref}: a claim compares spreads, not medians; name the summary itself")
         found = self.find(m["key"], m["field"], placeholder)
         values = self.across_processes(found.doc, m["field"], placeholder)
+        if any(store.is_summary(v) and v["n"] < 3 for v in values):
+            self.fail(placeholder, f"{ref} has fewer than 3 samples: too few for a claim to rest on its spread")
         if all(store.is_summary(v) for v in values):
             lo, hi = min(v["p10"] for v in values), max(v["p90"] for v in values)
         elif all(store.is_number(v) for v in values):

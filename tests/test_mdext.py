@@ -366,3 +366,13 @@ def test_an_unreadable_result_file_is_named(site):
     path.mkdir(parents=True)  # a folder where the file should be
     with pytest.raises(store.ResultError, match=re.escape(str(path.resolve()))):
         store.load(path)
+
+
+def test_claims_refuse_medians_and_single_samples(site):
+    """A claim on `.median` would compare medians; one on a summary of one sample has no spread."""
+    fails(site, "{{ assert mx/a:fast.median < mx/a:slow.median }}", "not medians")
+    store.write_atomic(
+        store.result_path("mx/one", "nvidia-h200", site / "build_results"),
+        doc("mx/one", data(once={**summary(3.0), "n": 1})),
+    )
+    fails(site, "{{ assert mx/one:once > 1 }}", "fewer than 3 samples")
