@@ -21,7 +21,7 @@ from torch._inductor.utils import fresh_cache
 
 from coursekit.bench import device_name, host_us_each, rate
 
-PROCESSES = 1  # one process: its point is the cold first call (the compile caches are emptied per process)
+PROCESSES = 1  # one process, for device time only (cold compiles dominate): its host numbers still need 3
 
 # --8<-- [start:constants]
 LAYERS, LR = 4, 1e-3

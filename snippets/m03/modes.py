@@ -14,7 +14,7 @@ from torch.profiler import ProfilerActivity, profile
 # --8<-- [end:imports]
 from coursekit.bench import device_name, host_us_rounds, summarize
 
-PROCESSES = 1  # cold max-autotune compiles dominate its GPU time; ratios are paired per round; host_cost has 3 runs
+PROCESSES = 1  # for device time only (cold max-autotune compiles, about 340 s a process); host numbers need 3
 BLOCKS = 4
 CUDA_ONLY_MODES = ["eager-cudagraph", "reduce-overhead", "max-autotune-no-cudagraphs"]
 
