@@ -35,6 +35,7 @@ once per build (coursekit/results.py caches them) and each figures.py is importe
 
 from __future__ import annotations
 
+import copy
 import html
 import importlib.util
 import json
@@ -337,7 +338,7 @@ class ResultsPreprocessor(Preprocessor):
                 used[f"{key} ({hardware})"] = doc
             runs = [doc["data"], *doc.get("runs", [])]
             i = run if process is None else process - 1
-            return runs[min(i, len(runs) - 1)]
+            return copy.deepcopy(runs[min(i, len(runs) - 1)])  # the store's copy is shared by every page
 
         def keys(hardware: str | None = None) -> list[str]:
             """Every result key stored for a hardware set (the page's by default)."""

@@ -303,11 +303,10 @@ def test_synthetic_site_of_fourteen_modules_builds_within_a_minute(tmp_path):
         (snippets / f"m{m:02d}").mkdir(parents=True)
         (snippets / f"m{m:02d}" / "figures.py").write_text("".join(FIGURES.format(i=i, m=m) for i in range(3)))
         points = [{"tokens": 2**k, "us": summary(float(k + 1), float(k), float(k + 2))} for k in range(12)]
-        for i in range(3):
+        for i in range(3):  # three processes, as host-bound snippets store them
             store.write_atomic(
                 store.result_path(f"m{m:02d}/s{i}", "nvidia-h200", results),
-                doc(f"m{m:02d}/s{i}", data(points=points)),
-                # three processes, as host-bound snippets store them
+                doc(f"m{m:02d}/s{i}", data(points=points), runs=[data(points=points), data(points=points)]),
             )
         lines = [f"# Module {m}", ""]
         for j in range(30):

@@ -12,6 +12,8 @@ timing summary records in its ``clock`` field (coursekit/bench.py):
 
 import plotly.graph_objects as go
 
+from coursekit import stats
+
 REFERENCE = "nvidia-h200"
 RERUN = "nvidia-h200-rerun"  # the second forced run at the same commit, stored beside the reference
 CLOCKS = ("host", "device")
@@ -31,18 +33,11 @@ def _summaries(node, path=""):
 
 
 def _stats(values: list[float]) -> dict:
-    """Median, 90th percentile (nearest rank) and maximum of absolute percentage changes."""
+    """Median, 90th percentile and maximum of absolute percentage changes (coursekit.stats)."""
     if not values:
         return {"n": 0, "median_pct": 0.0, "p90_pct": 0.0, "max_pct": 0.0}
-    ordered = sorted(values)
-    n = len(ordered)
-    mid = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
-    return {
-        "n": n,
-        "median_pct": mid,
-        "p90_pct": ordered[min(n - 1, round(0.9 * (n - 1)))],
-        "max_pct": ordered[-1],
-    }
+    s = stats.summarize(values, "%")
+    return {"n": s["n"], "median_pct": s["median"], "p90_pct": s["p90"], "max_pct": s["max"]}
 
 
 def drift(results) -> dict:
