@@ -18,6 +18,13 @@ What is looked at:
 - ``lint_html``: the rendered page, only its ``<article class="md-content__inner">``, so that no
   markup (emphasis, entities, tags) can hide a number from the source lint.
 
+In the Markdown (and the rendered page) the ``title`` and ``alt`` attributes are read too, each
+as a phrase of its own: a tooltip (``<abbr title="7.3 µs">``) or an image's alt text is shown to
+the reader. In the source that is the attributes of hand-written HTML and the titles of Markdown
+links and images (``[x](url "7 ms")``); a placeholder's own ``title`` is not, since placeholders
+are removed first, and in the rendered page the elements skipped below are skipped with their
+attributes.
+
 What is removed before the rules run (the number inside is not typed, or not prose):
 
 - fenced code blocks (a fence closes only on a line of the same character, at least as long and
@@ -48,18 +55,26 @@ phrase), entities unescaped.
 Then the text is normalised (NFKC, so ``µ`` and ``μ``, ``½``, superscripts and full-width forms
 read as plain characters; zero-width characters and soft hyphens removed; Markdown emphasis
 markers, backslash escapes and link syntax dropped) and these rules run on it. A number is
-written with digits (``7``, ``7.3``, ``4,273``, ``.5``, ``1e6``); numbers in words are not
-looked at. Between a number and its unit may stand spaces (one line break included, not a blank
-line or a table cell), a no-break or thin space, a hyphen (``a 7.3-µs kernel``), ``+`` or ``)``.
+written with digits (``7``, ``7.3``, ``4,273``, ``.5``, ``1e6``), with or without a magnitude
+(``1.5k``, ``2M``, ``3G``, ``2B``); numbers in words are not looked at, except in a ratio of speed
+or time (below). Between a number and its unit may stand spaces (one line break included, not a
+blank line or a table cell), a no-break or thin space, a hyphen (``a 7.3-µs kernel``), ``+`` or
+``)``.
 
-- **time**: ``ns``, ``ps``, ``µs``/``μs``/``us``, ``usec``, ``ms``, ``msec``, ``s``, ``sec``,
-  ``min``, ``h``, ``hr``, the words (``nanosecond(s)``, ``microseconds``, ``milliseconds``,
-  ``seconds``, ``minutes``, ``hours``) and ``cycles``;
+- **time**: ``ns``, ``ps``, ``µs``/``μs``/``us``/``mus``, ``usec(s)``, ``ms``, ``msec(s)``,
+  ``nsec(s)``, ``microsec``, ``millisec``, ``nanosec``, ``s``, ``sec``, ``min``, ``h``, ``hr``,
+  the words (``nanosecond(s)``, ``microseconds``, ``milliseconds``, ``seconds``, ``minutes``,
+  ``hours``) and ``cycles``;
 - **percent**: ``%``, ``‰``, ``percent``, ``per cent``, ``pct``, ``percentage point(s)``;
 - **ratio**: ``3x``, ``3×`` (a multiplier written against the number: ``2x H200`` reads as one
   too, so write "two H200s"), ``3 ×`` at the end of a phrase, ``2.5 × eager`` and ``2.5 times``
   (a fraction of times is never a count), ``3 times faster`` / ``3 x slower`` / ``3× more`` /
-  ``3 times eager's`` (and longer, fewer, as, the, over, …), ``2.5-fold``, ``a speedup of 3.2``;
+  ``3 times eager's`` (and longer, fewer, as, the, over, …), ``2.5-fold``, ``a speedup of 3.2``,
+  ``a 3.2 speed-up``, ``sped up by 3.2`` / ``slowed down by 1.4``, and in words before a
+  comparison of speed or time (faster, slower, longer, as fast, as slow, as long, the time, the
+  speed, the throughput, …): ``twice as fast``, ``half the time``, ``thrice as fast``,
+  ``three times faster`` (one to ten times), ``double the throughput``, ``triple the time``;
+  "called twice", "the first half", "double precision", "triple-quoted" are not ratios;
 - **rate**: anything per unit of time written with a slash (``GB/s``, ``GiB/s``, ``TB/s``,
   ``Gbit/s``, ``TFLOP/s``, ``tokens/s``, ``tok/s``, ``it/s``, ``req/s``, ``3/s``, …), the
   compact forms ``TFLOPS``, ``TFLOPs``, ``GFLOPS``, ``FLOPS``, ``TOPS``, ``Gbps``, ``GHz``,
@@ -89,11 +104,13 @@ from html.parser import HTMLParser
 
 # --------------------------------------------------------------------------- the rules
 
-NUMBER = r"(?<![\w.,])(?P<num>\d(?:[\d,.]*\d)?|\.\d+)(?:[eE][-+\u2212]?\d+)?"
+MAGNITUDE = r"(?:[kKMGB](?!\w))?"  # 1.5k tokens/s, 2M req/s: a thousand, a million, a billion of the unit
+NUMBER = rf"(?<![\w.,])(?P<num>\d(?:[\d,.]*\d)?|\.\d+)(?:[eE][-+\u2212]?\d+)?{MAGNITUDE}"
 DECIMAL = r"(?<![\w.,])(?P<num>\d*[.,]\d+)"  # 2.5, not 3: "called 3 times" is a count
 WS = r"[^\S\n]*\n?[^\S\n]*"  # spaces, at most one line break: a blank line (or a table cell) separates
 SEP = rf"(?P<sep>\+?\)?{WS}(?:[-\u2010\u2011][^\S\n]*)?)"  # 7 ms, 7+ ms, (±0.3) ms, 7\nms, a 7-ms kernel
-_TIME_ABBR = r"ns|nsec|ps|[µμu]s|[µμu]sec|ms|msec|s|secs?|min|mins|h|hrs?"
+_TIME_SHORT = r"nsecs?|psecs?|[µμu]secs?|mus|msecs?|(?i:(?:nano|pico|micro|milli)secs?)"  # 12.5 mus: µs typed as "mus"
+_TIME_ABBR = rf"ns|ps|[µμu]s|ms|{_TIME_SHORT}|s|secs?|min|mins|h|hrs?"
 _TIME_WORDS = r"(?i:(?:nano|pico|micro|milli)?seconds?|minutes?|hours?|(?:clock[^\S\n]+)?cycles?)"
 TIME = rf"(?:{_TIME_ABBR}|{_TIME_WORDS})"
 PERCENT = r"%|‰|(?i:per[^\S\n]?cent|pct|percentage[^\S\n]+points?)(?!\w)"
@@ -107,6 +124,21 @@ COMPARATIVE = (  # after "3 times" / "3x": what makes it a ratio rather than a c
 )
 _SECOND_AFTER = r"(?:$|\n|[^\w\s]|[^\S\n]+(?:on|at|in|and|or|with|from|for|to|when|while|of|under|over|by|than)\b)"
 _LINK = r"(?:of|is|was|were|by|reaches|reached|about|around|roughly|nearly|almost|only|just|=|:|≈|~)"
+_PARTICLE = r"[^\S\n]*[-\u2010\u2011]?[^\S\n]*"  # sped up, sped-up
+_SPED_UP = rf"(?i:(?:sped|speeds?|speeding){_PARTICLE}up|(?:slowed|slows?|slowing){_PARTICLE}down)"
+_HEDGE = r"(?:about|around|roughly|nearly|almost|only|just|some|over|under)"
+# A ratio in words: "twice as fast", "half the time", "three times as fast" (digits are the rules above). Only
+# before a comparison of speed or time, so that "called twice", "the first half", "double precision" are not.
+_WORD_RATIO = (
+    r"(?i:(?:one|two|three|four|five|six|seven|eight|nine|ten)[^\S\n]*[-\u2010\u2011]?[^\S\n]*times"
+    r"|twice|thrice|half|double|triple|quadruple)"
+)
+_SPEED_COMPARISON = (
+    r"(?i:faster|slower|quicker|longer|shorter"
+    r"|as[^\S\n]+(?:fast|slow|quick|quickly|slowly|long|short|expensive|costly)"
+    r"|the[^\S\n]+(?:time|speed|throughput|latency|run[-\u2010\u2011]?time|wall[-\u2010\u2011]?time|cost|bandwidth"
+    r"|rate|duration))"
+)
 
 RULES: list[tuple[str, re.Pattern]] = [
     ("time", re.compile(rf"{NUMBER}{SEP}(?P<unit>{TIME})(?!\w)")),
@@ -117,6 +149,9 @@ RULES: list[tuple[str, re.Pattern]] = [
     ("ratio", re.compile(rf"{NUMBER}{SEP}(?P<unit>(?:[×xX]|(?i:times))(?=\s){WS}(?:{COMPARATIVE}))(?!\w)")),
     ("ratio", re.compile(rf"{NUMBER}{SEP}(?P<unit>(?i:fold))(?!\w)")),  # 2.5-fold
     ("ratio", re.compile(rf"(?P<unit>{SPEEDUP})(?:{WS}{_LINK}){{0,3}}{WS}(?P<sep>)[~≈]?{NUMBER}")),  # speedup of 3.2
+    ("ratio", re.compile(rf"(?<!\w)(?P<unit>{_SPED_UP}{WS}(?i:by))(?:{WS}{_HEDGE})?{WS}(?P<sep>)[~≈]?{NUMBER}")),
+    ("ratio", re.compile(rf"{NUMBER}{SEP}(?P<unit>(?i:speed[-\u2010\u2011 ]?up|slow[-\u2010\u2011 ]?down))(?![\w-])")),
+    ("ratio", re.compile(rf"(?<![\w-])(?P<num>{_WORD_RATIO})(?P<sep>{WS})(?P<unit>{_SPEED_COMPARISON})(?![\w-])")),
     ("rate", re.compile(rf"{NUMBER}{SEP}(?P<unit>{RATE_SLASH})(?!\w)")),
     ("rate", re.compile(rf"{NUMBER}{SEP}(?P<unit>{RATE_COMPACT})(?!\w)")),
     (
@@ -131,7 +166,7 @@ RULES: list[tuple[str, re.Pattern]] = [
 # A unit in a table's header cell (or a row's first cell): the numbers under it are measurements.
 # "s" and "h" alone only in brackets, "(s)", so that "GPU's" and a column "h" are not units.
 HEADER_UNIT = re.compile(
-    rf"(?<![\w'’])(?:ns|nsec|ps|[µμu]s|[µμu]sec|ms|msec|secs?|min|mins|hrs?|{_TIME_WORDS}|{SPEEDUP}|(?i:ratio)"
+    rf"(?<![\w'’])(?:ns|ps|[µμu]s|ms|{_TIME_SHORT}|secs?|min|mins|hrs?|{_TIME_WORDS}|{SPEEDUP}|(?i:ratio)"
     rf"|{RATE_SLASH}|{RATE_COMPACT}|(?i:percent|per\s?cent|pct))(?![\w'’/])|[%‰×]|[(\[]\s*[sh]\s*[)\]]"
 )
 
@@ -217,6 +252,11 @@ INLINE_TAGS = frozenset(
 )
 PHRASING_TAGS = INLINE_TAGS | {"code", "q", "kbd", "samp", "img", "svg", "math", "br"}  # no block break in HTML
 BLOCK_BREAK = re.compile(r"\n[^\S\n]*\n")
+HTML_TAG = re.compile(r"</?(?P<name>[A-Za-z][\w-]*)\b[^<>]*>")
+TOOLTIP = re.compile(r"""(?<=\s)(?i:title|alt)\s*=\s*(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)'|(?P<bare>[^\s"'=<>`]+))""")
+LINK_TITLE = re.compile(
+    r"""\]\((?:<[^>\n]*>|[^\s()]*)[^\S\n]+(?:"(?P<dq>[^"\n]*)"|'(?P<sq>[^'\n]*)'|\((?P<bare>[^()\n]*)\))[^\S\n]*\)"""
+)
 TABLE_DELIMITER = re.compile(r"^[^\S\n]*\|?[^\S\n]*:?-+:?[^\S\n]*(?:\|[^\S\n]*:?-+:?[^\S\n]*)*\|?[^\S\n]*$")
 
 
@@ -289,7 +329,7 @@ def _strip_tags(text: str) -> str:
         name = m["name"].lower()
         return "\n" * m.group(0).count("\n") if name in INLINE_TAGS else _blank(m.group(0))
 
-    return re.sub(r"</?(?P<name>[A-Za-z][\w-]*)\b[^<>]*>", tag, text)
+    return HTML_TAG.sub(tag, text)
 
 
 def _strip_markdown_syntax(text: str) -> str:
@@ -307,12 +347,27 @@ def _strip_emphasis(text: str) -> str:
     return re.sub(r"(?<!\w)_+|_+(?!\w)", "", text)
 
 
-def markdown_prose(markdown: str) -> str:
-    """The prose of a Markdown page, as plain text with its line breaks where they were."""
+def _unrendered(markdown: str) -> str:
+    """A page less its code, comments, placeholders, quotations and constants."""
     text = _strip_fences(markdown.replace("\r\n", "\n"))
     text = PLACEHOLDER.sub(" ", text).replace("\\{{", "{{")
-    text = _strip_inline(text)
-    text = _strip_markdown_syntax(text)
+    return _strip_inline(text)
+
+
+def markdown_tooltips(markdown: str) -> list[tuple[int, str]]:
+    """(line, text) of what a page shows on hover or in place of an image: the ``title`` and ``alt``
+    attributes of its hand-written HTML (``<abbr title="...">``) and the titles of its Markdown links
+    and images (``[x](url "...")``). A placeholder's own title is not here: placeholders are removed."""
+    text, found = _unrendered(markdown), []
+    for tag in HTML_TAG.finditer(text):
+        found += [(tag.start() + a.start(), a["dq"] or a["sq"] or a["bare"] or "") for a in TOOLTIP.finditer(tag[0])]
+    found += [(t.start(), t["dq"] or t["sq"] or t["bare"] or "") for t in LINK_TITLE.finditer(text)]
+    return [(text.count("\n", 0, pos) + 1, html.unescape(value)) for pos, value in sorted(found) if value.strip()]
+
+
+def markdown_prose(markdown: str) -> str:
+    """The prose of a Markdown page, as plain text with its line breaks where they were."""
+    text = _strip_markdown_syntax(_unrendered(markdown))
     text = _strip_tags(text)
     text = html.unescape(text)
     return _strip_emphasis(text)
@@ -345,6 +400,8 @@ def lint_markdown(markdown: str, prefix: str = "") -> list[Hit]:
     found = find_typed(prose, prefix=prefix) + [
         Hit(h.rule, h.text, prefix + h.where) for h in markdown_tables(normalise(prose))
     ]
+    for line, tooltip in markdown_tooltips(markdown):  # each its own phrase, never joined to the prose around it
+        found += find_typed(tooltip, lambda text, pos, line=line: f"line {line + text.count(chr(10), 0, pos)}", prefix)
     return sorted(found, key=lambda h: int(re.search(r"line (\d+)", h.where)[1]))
 
 
@@ -476,6 +533,7 @@ class _Article(HTMLParser):
         self.stack: list[tuple[str, bool, bool]] = []  # (tag, skipped subtree, is the article)
         self.article = self.skipping = self.articles = 0
         self.parts: list[str] = []
+        self.tooltips: list[str] = []  # title and alt attributes: shown on hover, each its own phrase
         self.tables: list[dict] = []
         self.table_hits: list[Hit] = []
 
@@ -486,10 +544,12 @@ class _Article(HTMLParser):
     def handle_starttag(self, tag, attrs):
         classes = set((dict(attrs).get("class") or "").split())
         self._gap(tag)
-        if tag in VOID_TAGS:
-            return
         is_article = tag == "article" and "md-content__inner" in classes
         skip = bool(self.article or is_article) and (tag in SKIP_TAGS or bool(classes & SKIP_CLASSES))
+        if self.article and not (self.skipping or skip):
+            self.tooltips += [value for name, value in attrs if name in ("title", "alt") and value]
+        if tag in VOID_TAGS:
+            return
         self.stack.append((tag, skip, is_article))
         self.article += is_article
         self.articles += is_article
@@ -507,6 +567,9 @@ class _Article(HTMLParser):
 
     def handle_startendtag(self, tag, attrs):
         self._gap(tag)
+        classes = set((dict(attrs).get("class") or "").split())
+        if self.article and not self.skipping and tag not in SKIP_TAGS and not classes & SKIP_CLASSES:
+            self.tooltips += [value for name, value in attrs if name in ("title", "alt") and value]
 
     def _close(self, tag: str):
         if not self.tables or self.skipping or not self.article:
@@ -551,13 +614,16 @@ def article_text(page: str) -> tuple[str, int]:
     return _parse(page)[:2]
 
 
-def _parse(page: str) -> tuple[str, int, list[Hit]]:
+def _parse(page: str) -> tuple[str, int, list[Hit], list[str]]:
     parser = _Article()
     parser.feed(page)
     parser.close()
-    return "".join(parser.parts), parser.articles, parser.table_hits
+    return "".join(parser.parts), parser.articles, parser.table_hits, parser.tooltips
 
 
 def lint_html(page: str) -> list[Hit]:
-    text, _, tables = _parse(page)
-    return find_typed(text, context_of) + tables
+    text, _, tables, tooltips = _parse(page)
+    hits = find_typed(text, context_of) + tables
+    for tooltip in tooltips:
+        hits += find_typed(tooltip, lambda text, pos: "attribute " + context_of(text, pos))
+    return hits

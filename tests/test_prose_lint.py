@@ -118,6 +118,14 @@ CAUGHT = [
     ("½ ms", "2 ms"),
     ("7.3 ｍｓ", "7.3 ms"),  # full-width letters
     ("10⁻³ s", "3 s"),
+    ("7.3 microsec", "7.3 microsec"),
+    ("7.3 millisec", "7.3 millisec"),
+    ("7.3 nanosec", "7.3 nanosec"),
+    ("7.3 Microsecs", "7.3 Microsecs"),
+    ("12.5 mus", "12.5 mus"),  # µs typed as "mus"
+    ("7.3 usecs", "7.3 usecs"),
+    ("7.3 msecs", "7.3 msecs"),
+    ("40 nsecs", "40 nsecs"),
     # percentages
     ("busy 11% of the time", "11%"),
     ("busy 11 % of the time", "11 %"),
@@ -153,6 +161,28 @@ CAUGHT = [
     ("runs at 1.0× eager", "1.0×"),
     ("3 fold", "3 fold"),
     ("3fold", "3fold"),
+    ("speedup of 3.2", "speedup of 3.2"),
+    ("slowdown of 1.4", "slowdown of 1.4"),
+    ("a 3.2 speed-up", "3.2 speed-up"),
+    ("a 3.2 speedup", "3.2 speedup"),
+    ("a 1.4-slowdown", "1.4-slowdown"),
+    ("sped up by 3.2", "sped up by 3.2"),
+    ("it speeds up by about 3", "speeds up by about 3"),
+    ("slowed down by 1.4 over eager", "slowed down by 1.4"),
+    # ratios in words, before a comparison of speed or time
+    ("twice as fast", "twice as fast"),
+    ("twice as slow", "twice as slow"),
+    ("Twice as long", "Twice as long"),
+    ("in half the time", "half the time"),
+    ("half as fast", "half as fast"),
+    ("thrice as fast", "thrice as fast"),
+    ("three times as fast", "three times as fast"),
+    ("three times faster", "three times faster"),
+    ("ten times slower", "ten times slower"),
+    ("two-times the speed", "two-times the speed"),
+    ("double the throughput", "double the throughput"),
+    ("triple the time", "triple the time"),
+    ("twice\nas fast", "twice as fast"),
     # rates
     ("reaches 4,273 GB/s", "4,273 GB/s"),
     ("reaches 4.8 TB/s", "4.8 TB/s"),
@@ -188,6 +218,11 @@ CAUGHT = [
     ("a 1.98 GHz core", "1.98 GHz"),
     ("60 fps", "60 fps"),
     ("100 qps", "100 qps"),
+    ("1.5k tokens/s", "1.5k tokens/s"),  # a magnitude suffix before the unit
+    ("2M tokens/s", "2M tokens/s"),
+    ("3.5K req/s", "3.5K req/s"),
+    ("2B tokens per second", "2B tokens per second"),
+    ("a 1k-cycle latency", "1k-cycle"),
     # markup around or inside the number
     ("**7.3 µs**", "7.3 µs"),
     ("*7.3* µs", "7.3 µs"),
@@ -215,6 +250,18 @@ CAUGHT = [
     ("7.3  \nµs", "7.3 µs"),  # a two-space line break
     ("7.3 <kbd>µs</kbd>", "7.3 µs"),
     ("![7 ms](plot.png)", "7 ms"),  # alt text is read
+    # a tooltip (title) or an image's alt text in hand-written HTML or Markdown: shown to the reader
+    ('<abbr title="7.3 µs">x</abbr>', "7.3 µs"),
+    ('<span title="4 ms">', "4 ms"),
+    ("<span title='4 ms'>x</span>", "4 ms"),
+    ("<span title=4ms>x</span>", "4ms"),
+    ('<img alt="3x faster" src="plot.png">', "3x faster"),
+    ('<abbr title="7&nbsp;µs">x</abbr>', "7 µs"),
+    ('<abbr\n  title="a 4.8 TB/s copy">x</abbr>', "4.8 TB/s"),
+    ('{{ m:x | .1f }} <abbr title="median: 7 µs">µs</abbr>', "7 µs"),  # a title next to a placeholder
+    ('[the kernel](#k "takes 7 ms")', "7 ms"),  # a Markdown link's title
+    ("![plot](plot.png 'twice as fast')", "twice as fast"),
+    ('<span title="x">7</span> ms', "7 ms"),  # an attribute does not cut the prose around it
     ("[^1]: it takes 7 ms", "7 ms"),  # a footnote's text is prose
     ("## Takes 7.3 µs", "7.3 µs"),
     ("> quoted 7 ms", "7 ms"),
@@ -295,9 +342,33 @@ ALLOWED = [
     "the 10th–90th percentile",
     "90 percentile",
     "the 90th pct.",
-    "three times faster",
     "several times as long",
+    "many times faster",
     "twofold",
+    "called twice",
+    "measured twice, then once more",
+    "twice the code",
+    "the first half of the chapter",
+    "half of the kernels",
+    "a double-buffered copy",
+    "double precision",
+    "a double",
+    "a triple-quoted string",
+    "triple the batch",
+    "one time faster than you think",
+    "ten times the memory",
+    "the speed up 3 kernels get",
+    "3 speedups",
+    "2K tokens",
+    "a 4K display",
+    "2M elements",
+    "the 1.5k tokens of context",
+    '<abbr title="Compute Unified Device Architecture">CUDA</abbr> 13.0',
+    '<img alt="module 03, figure 2" src="x.png">',
+    '<span data-title="7 ms" class="x">x</span>',
+    '<span title="{{ m:x | .1f }} ms">',
+    '<span class="constant" title="7 ms">600 s</span>',
+    '[the kernel](#k "the graph kernel")',
     "two microseconds",
     "ten per cent",
     "a few hundred nanoseconds",
@@ -374,6 +445,15 @@ def test_backticks_in_an_info_string_make_no_fence():
 def test_hits_name_their_line():
     found = prose.lint_markdown("one\n\n```\n2 ms\n```\n<!-- a\ncomment -->\nfour {{ x:y }} 5 ms\n")
     assert [str(h) for h in found] == ["line 8: '5 ms' (time)"]
+
+
+def test_tooltip_hits_name_their_line_among_the_others():
+    page = 'one 2 ms\n\n```\n<abbr title="3 ms">\n```\n<abbr\ntitle="a\n4 ms">x</abbr> and 5 ms\n'
+    assert [str(h) for h in prose.lint_markdown(page)] == [
+        "line 1: '2 ms' (time)",
+        "line 8: '5 ms' (time)",
+        "line 8: '4 ms' (time)",
+    ]
 
 
 # --------------------------------------------------------------------------- notebooks
@@ -487,6 +567,12 @@ HTML_CAUGHT = [
     ("<table><tr><td>first call (s)</td><td><em>3.2</em></td></tr></table>", "3.2"),
     ("<p>7.3 <kbd>ms</kbd></p>", "7.3 ms"),
     ('<div class="admonition"><p class="admonition-title">takes 7 µs</p></div>', "7 µs"),
+    ('<p><abbr title="7.3 µs">x</abbr></p>', "7.3 µs"),  # a tooltip
+    ('<p><span title="4&nbsp;ms">x</span></p>', "4 ms"),
+    ('<p><img alt="3x faster" src="plot.png"></p>', "3x faster"),
+    ('<p><img alt="3x faster" src="plot.png" /></p>', "3x faster"),
+    ("<p>1.5k tokens/s, that is</p>", "1.5k tokens/s"),
+    ("<p>twice as fast</p>", "twice as fast"),
 ]
 
 
@@ -521,6 +607,12 @@ HTML_ALLOWED = [
     '<table><tr><td>1</td><td><span class="measured">3.1</span>×</td><td>16</td><td>×</td></tr></table>',
     '<h2 id="x">Three overheads<a class="headerlink" href="#x">&para;</a></h2><p>torch 2.11, 4,096 tokens, 2019</p>',
     "<p>2<sup>28</sup> elements</p>",
+    '<p><span class="measured" title="median of 30 runs, 7.3 µs">7.3</span> µs</p>',  # the placeholder's own
+    '<p><span class="cited" title="cited: 4.8 TB/s">4.8 TB/s</span></p>',
+    '<p><span class="reading-time" title="at 220 words a minute">12 min</span></p>',
+    '<p><span class="constant" title="600 s">600 s</span></p>',
+    '<p><code title="7 ms">x</code></p>',
+    '<p><a class="headerlink" href="#x" title="Permanent link">&para;</a><img alt="module 03" src="x.png"></p>',
 ]
 
 
