@@ -432,7 +432,17 @@ class ResultsPreprocessor(Preprocessor):
         spec_json = fig.to_json()
         if len(spec_json) > 400_000:
             self.fail(placeholder, f"figure data is {len(spec_json)} bytes; keep a figure under 400 kB")
-        caption = "; ".join(self.provenance_line(k, d) for k, d in used.items())
+        if len(used) > 4:  # a figure over many results (e.g. two whole runs): one line, not one per result
+            sets = sorted({d["hardware"] for d in used.values()})
+            keys = sorted({k.split(" (")[0] for k in used})
+            first = next(iter(used.values()))
+            caption = (
+                f"Drawn from {len(used)} stored results ({html.escape(', '.join(keys))}) of the sets "
+                f"{html.escape(', '.join(sets))}, measured on {html.escape(_short_versions(first['provenance']))}; "
+                f"raw data under <code>downloads/data/</code>"
+            )
+        else:
+            caption = "; ".join(self.provenance_line(k, d, borrowed=" (" not in k) for k, d in used.items())
         return self.stash(
             f'<figure class="course-figure" id="fig-{html.escape(module_dir)}-{html.escape(func)}">'
             f'<div class="course-plot" data-plotly="{html.escape(spec_json)}"></div>'
@@ -464,11 +474,12 @@ class ResultsPreprocessor(Preprocessor):
     def snippet_link(self, key: str) -> str:
         return f"{self.url_prefix()}{DOWNLOADS}/{key}.py"
 
-    def provenance_line(self, key: str, doc: dict) -> str:
+    def provenance_line(self, key: str, doc: dict, borrowed: bool = True) -> str:
+        """One line of provenance; ``borrowed=False`` for a set a figure asked for by name."""
         prov = doc["provenance"]
         note = (
             f"<strong>Not measured on {html.escape(self.hardware)}; reference data:</strong> "
-            if doc["hardware"] != self.hardware
+            if borrowed and doc["hardware"] != self.hardware
             else ""
         )
         if "derived_from" in doc:
