@@ -254,7 +254,8 @@ def test_processes_and_workers_are_recorded_per_snippet(tmp_path):
     flaky = FLAKY.replace("MARK", str(tmp_path / "flaky.mark"))
     snippets, results, existing = make_tree(tmp_path, stored=["flaky"], twice=twice, flaky=flaky, bad_count=bad_count)
     summary_json = tmp_path / "summary.json"
-    proc = build(snippets, results, "--cpu", "--gpus", "2", "--summary-json", summary_json)
+    # --parallel-host: these host-bound (PROCESSES = 2) snippets run on the two workers, each pinned
+    proc = build(snippets, results, "--cpu", "--gpus", "2", "--parallel-host", "--summary-json", summary_json)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
     assert "mx/flaky: process 2/2:" in out and "the second process broke" in out
