@@ -15,13 +15,15 @@ import jax.numpy as jnp
 # --8<-- [start:torch_imports]
 import torch
 import torch.nn.functional as F
-
-# --8<-- [end:torch_imports]
 from torch._inductor.utils import fresh_cache
 
-from coursekit.bench import device_name, host_us_each, rate
+# --8<-- [end:torch_imports]
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile
 
-PROCESSES = 1  # one process, for device time only (cold compiles dominate): its host numbers still need 3
+from coursekit.bench import device_name, host_us, host_us_each, rate, summarize
+
+PROCESSES = 3  # host-bound at the small size: three fresh processes give the run-to-run spread
 
 # --8<-- [start:constants]
 LAYERS, LR = 4, 1e-3
@@ -105,6 +107,49 @@ def runners(hidden: int, batch: int, dev: str, dtype, jax_dev) -> dict:
     return {"eager": torch_runner(False), "torch_compile": torch_runner(True), "jax_jit": jax_runner()}
 
 
+# --8<-- [start:parts]
+def eager_step_parts(hidden: int, batch: int, dev: str, dtype, steps: int) -> dict:
+    """Where the wall time of one eager training step goes, phase by phase on the host clock:
+    the host returns from each phase once its kernels are queued, and the final synchronize
+    waits for whatever the GPU has not finished. Then the same steps back to back with no
+    synchronize in between, as a real training loop runs them, and the kernels a step launches."""
+    model = torch_mlp(hidden, dev, dtype)
+    step = make_torch_step(model, compiled=False)
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    x, y = (torch.randn(batch, hidden, device=dev, dtype=dtype) for _ in range(2))
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    phases = {"forward_and_loss": [], "backward": [], "optimizer_step": [], "zero_grad": [], "synchronize": []}
+    for i in range(steps + 10):  # the first 10 are warm-up
+        t = [time.perf_counter()]
+        loss = F.mse_loss(model(x), y)
+        t.append(time.perf_counter())
+        loss.backward()
+        t.append(time.perf_counter())
+        opt.step()
+        t.append(time.perf_counter())
+        opt.zero_grad()
+        t.append(time.perf_counter())
+        sync()
+        t.append(time.perf_counter())
+        if i >= 10:
+            for phase, start, end in zip(phases, t, t[1:]):
+                phases[phase].append((end - start) * 1e6)
+    parts = {phase: summarize(us, "us", "host") for phase, us in phases.items()}
+    parts["step_synchronized"] = summarize([sum(p) for p in zip(*phases.values())], "us", "host")
+    parts["step_back_to_back"] = host_us(lambda: step(x, y), calls=steps, repeats=10, warmup=10)
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev == "cuda" else [])) as prof:
+        for _ in range(10):
+            step(x, y)
+        sync()
+    kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
+    parts["kernels_per_step"] = len(kernels) / 10
+    parts["gpu_busy_us"] = sum(e.time_range.elapsed_us() for e in kernels) / 10
+    return parts
+
+
+# --8<-- [end:parts]
+
+
 def first_call_s(run) -> float:
     start = time.perf_counter()
     run()  # tracing and compiling happen here
@@ -164,6 +209,7 @@ def measure(small: bool = False) -> dict:
                 extra_s = v["first_call_s"] - eager["first_call_s"]
                 v["steps_to_amortise"] = max(1.0, 1 + extra_s / saved_s) if saved_s > 0 else -1
             configs[name] = {
+                **({"eager_parts": eager_step_parts(hidden, batch, dev, dtype, calls)} if name == "small_mlp" else {}),
                 "hidden": hidden,
                 "layers": LAYERS,
                 "batch": batch,
@@ -193,3 +239,8 @@ if __name__ == "__main__":
                 f"  {variant:<14} first call {v['first_call_s']:6.2f} s   step {s['median']:9.1f} us "
                 f"(p10 {s['p10']:.1f}, p90 {s['p90']:.1f})  {v['TFLOPs']['median']:7.3f} TFLOP/s{pays}"
             )
+        if "eager_parts" in c:
+            parts = c["eager_parts"]
+            print("  eager step, phase by phase (host us, median):")
+            for phase, v in parts.items():
+                print(f"    {phase:<18} {v['median'] if isinstance(v, dict) else v:9.1f}")

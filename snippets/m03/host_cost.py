@@ -1,7 +1,8 @@
 """Where a compiled forward spends its host time at one token, where the host binds: the
-torch.compile backend ladder (Dynamo alone, + AOTAutograd, + Inductor), with and without
-CUDA graphs, timed interleaved (back to back, and one call from an idle GPU); then the device
-kernels of each: how many, their names, their busy time, and the GPU's idle time between them."""
+torch.compile backend ladder (Dynamo alone, + AOTAutograd, + Inductor with its Python wrapper,
+with a C++ wrapper, with CUDA graphs), timed interleaved back to back; the host time to issue
+one forward from an idle GPU, each rung on its own after a warm-up; then the device kernels of
+each: how many, their names, their busy time, and the GPU's idle time between them."""
 
 import torch
 from modes import BLOCKS, Block, graphed  # the same model as modes.py
@@ -9,7 +10,7 @@ from torch import nn
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
-from coursekit.bench import device_name, host_us_rounds, summarize
+from coursekit.bench import device_name, host_us_rounds, issue_us, summarize
 
 PROCESSES = 3  # host-bound: the one-token ladder, repeated in fresh processes for run-to-run spread
 
@@ -18,7 +19,8 @@ LADDER = {  # name: keyword arguments to torch.compile, or None for plain eager
     "eager": None,
     "dynamo (backend=eager)": {"backend": "eager"},  # Dynamo's guards + the captured FX graph, run eagerly
     "dynamo+aot (backend=aot_eager)": {"backend": "aot_eager"},  # + AOTAutograd's runtime wrappers
-    "inductor (default)": {"mode": "default"},  # + Inductor's generated wrapper and kernels
+    "inductor (default)": {"mode": "default"},  # + Inductor's generated Python wrapper and kernels
+    "inductor (cpp_wrapper)": {"options": {"cpp_wrapper": True}},  # the same kernels, the wrapper in C++
     "inductor (reduce-overhead)": {"mode": "reduce-overhead"},  # + CUDA graph trees
     "inductor (max-autotune-no-cudagraphs)": {"mode": "max-autotune-no-cudagraphs"},
 }
@@ -47,14 +49,13 @@ def measure(small: bool = False) -> dict:
             graph = graphed(model, x)
             runs["eager in a CUDA graph"] = graph.replay
         # Interleaved round by round, as in modes.py; the raw rounds are kept so that differences
-        # between rungs can be taken within a round. Each round also times two calls of every
-        # rung from an idle GPU (the host's issue time).
-        rounds = host_us_rounds(
-            {n: (f, torch.no_grad) for n, f in runs.items()}, calls=calls, repeats=repeats, warmup=10, issue_per_round=2
-        )
-        timed, issued = rounds["host_us"], rounds["issue_us"]
+        # between rungs can be taken within a round.
+        timed = host_us_rounds({n: (f, torch.no_grad) for n, f in runs.items()}, calls, repeats, warmup=10)["host_us"]
+        # One forward from an idle GPU, each rung on its own after warm-up calls of the same rung:
+        # taken interleaved, the first call after another rung's ran up to twice as slow.
+        issued = {n: issue_us(f, repeats=3 * repeats, warmup=5) for n, f in runs.items()}
         # Profile last: once CUPTI has traced kernels, launches in this process stay slower.
-        kernels, names, busy, gaps = {}, {}, {}, {}
+        kernels, names, busy, gaps, spans = {}, {}, {}, {}, {}
         for name, fn in runs.items():
             with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
                 for _ in range(10):
@@ -74,6 +75,10 @@ def measure(small: bool = False) -> dict:
                 for i in range(len(launched) - 1)
                 if (i + 1) % per_forward
             ]
+            # one forward's span: its first kernel's start to its last kernel's end
+            forwards = [launched[i : i + per_forward] for i in range(0, len(launched), per_forward or 1)]
+            span = [f[-1].time_range.end - f[0].time_range.start for f in forwards if len(f) == per_forward]
+            spans[name] = summarize(span or [0.0], "us", "device")
             if idle:
                 gaps[name] = summarize(idle, "us", "device")
     notes = [] if cuda else [f"{n}: skipped, it needs CUDA" for n in CUDA_ONLY] + ["no device kernels on a CPU"]
@@ -86,11 +91,11 @@ def measure(small: bool = False) -> dict:
         "calls_per_repetition": calls,
         "rounds_us": timed,
         "host_us": {n: summarize(t, "us", "host") for n, t in timed.items()},
-        "issue_us": {n: summarize(i, "us", "host") for n, i in issued.items()},
-        "issue_us_samples": issued,
+        "issue_us": issued,
         "kernels_per_forward": kernels,
         "gpu_busy_us": busy,
         "kernel_gap_us": gaps,
+        "span_us": spans,
         "kernel_names": names,
         "notes": notes,
     }

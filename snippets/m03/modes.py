@@ -1,9 +1,8 @@
 """One small model (four MLP blocks) across token batch sizes in eager mode, eager captured
-in a CUDA graph, and three torch.compile modes: wall time per forward, compile time, kernels
-per step, GPU busy time, host issue time, and the FLOPs and bytes that the chapter turns
-into floors."""
-
-import time
+in a CUDA graph, and three torch.compile modes: wall time per forward, then a profile of every
+variant (kernels per forward, GPU busy time, the span from first kernel start to last kernel
+end, the kernels themselves), and the FLOPs and bytes that the chapter turns into floors.
+Compile times are m03/costs's."""
 
 # --8<-- [start:imports]
 import torch
@@ -14,9 +13,11 @@ from torch.profiler import ProfilerActivity, profile
 # --8<-- [end:imports]
 from coursekit.bench import device_name, host_us_rounds, summarize
 
-PROCESSES = 1  # for device time only (cold max-autotune compiles, about 340 s a process); host numbers need 3
+PROCESSES = 3  # host-bound at small sizes: three fresh processes give the run-to-run spread
 BLOCKS = 4
 CUDA_ONLY_MODES = ["eager-cudagraph", "reduce-overhead", "max-autotune-no-cudagraphs"]
+AUTOTUNED_TOKENS = (1, 4096)  # max-autotune only here: a cold autotune costs up to a minute per size (m03/costs)
+KERNEL_LIST_TOKENS = (1, 4096)  # where each variant's kernels are stored by name
 
 
 # --8<-- [start:model]
@@ -77,19 +78,27 @@ def compiled(model, mode: str):
 GEMM_KERNELS = ("gemm", "nvjet", "splitKreduce", "triton_tem", "cutlass", "xmma")  # cuBLAS, Triton templates
 
 
-def profile_step(step, steps: int, cuda: bool) -> tuple[float, float, float]:
-    """Device kernels (and copies) per call of step(), their summed device time per call and the
-    part of it spent in matrix-multiplication kernels, in us."""
+def profile_step(step, steps: int, cuda: bool) -> dict:
+    """Profile steps calls of step(): per call, the device kernels (and copies) it ran, their
+    summed device time, the part in matrix-multiplication kernels, and the span from the first
+    kernel's start to the last one's end (busy time plus the GPU's idle time between them), in us."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities) as prof:
         for _ in range(steps):
             step()
         if cuda:
             torch.cuda.synchronize()
-    kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
-    busy_us = sum(e.time_range.elapsed_us() for e in kernels)
-    gemm_us = sum(e.time_range.elapsed_us() for e in kernels if any(g in e.name for g in GEMM_KERNELS))
-    return len(kernels) / steps, busy_us / steps, gemm_us / steps
+    kernels = sorted((e for e in prof.events() if e.device_type == DeviceType.CUDA), key=lambda e: e.time_range.start)
+    per_call = len(kernels) // steps  # every call runs the same kernels (none on a CPU)
+    calls = [kernels[i * per_call : (i + 1) * per_call] for i in range(steps)]
+    return {
+        "kernels": per_call,
+        "busy_us": [sum(e.time_range.elapsed_us() for e in c) for c in calls],
+        "gemm_us": [sum(e.time_range.elapsed_us() for e in c if any(g in e.name for g in GEMM_KERNELS)) for c in calls],
+        "span_us": [c[-1].time_range.end - c[0].time_range.start if c else 0 for c in calls],
+        "names": [e.name for e in calls[0]],
+        "kernel_us": [sum(c[i].time_range.elapsed_us() for c in calls) / steps for i in range(per_call)],
+    }
 
 
 # --8<-- [end:profile]
@@ -113,24 +122,41 @@ def graphed(model, x):
 # --8<-- [end:graphed]
 
 
+def variants(model, x, modes: list[str]) -> dict:
+    """mode -> a function running one forward of that variant on x, compiled (or captured) and warm."""
+    runs = {}
+    for mode in modes:
+        if mode == "eager-cudagraph":
+            graph = graphed(model, x)
+            run = lambda graph=graph: graph.replay()  # reads x from the captured buffer
+        else:
+            fn = compiled(model, mode)
+            run = lambda fn=fn: fn(x)
+        for _ in range(4):
+            run()  # the first call compiles; reduce-overhead then warms up and records its graph
+        runs[mode] = run
+    return runs
+
+
 def measure(small: bool = False) -> dict:
     cuda = torch.cuda.is_available()
     dev, dtype = ("cuda", torch.bfloat16) if cuda else ("cpu", torch.float32)
     d = 256 if small else 1024
     token_counts = [1, 16] if small else [1, 16, 64, 256, 1024, 4096]
+    autotuned = (1,) if small else AUTOTUNED_TOKENS
     calls, repeats, steps, profiles = (5, 5, 3, 2) if small else (100, 15, 20, 3)
     modes = MODES if cuda else [m for m in MODES if m not in CUDA_ONLY_MODES]
     notes = [] if cuda else [f"{m}: skipped, it needs CUDA" for m in CUDA_ONLY_MODES]
     notes += [
-        "eager and the compiled default mode are profiled, after all timing: once CUPTI has traced kernels, "
-        "launches stay slower in the process; kernels and GPU busy time count CUDA kernels and copies"
-        + ("" if cuda else ", so with no GPU they are 0"),
-        "first_call_s is a cold compile (Inductor caches off); the first one also pays "
-        "the compiler's one-time start-up",
+        *(
+            [f"max-autotune-no-cudagraphs is compiled at {' and '.join(map(str, autotuned))} tokens only"]
+            if cuda
+            else []
+        ),
+        "every variant is profiled after all timing, compiled again from Inductor's caches: once CUPTI "
+        "has traced kernels, launches stay slower in the process; kernels and GPU busy time count CUDA "
+        "kernels and copies" + ("" if cuda else ", so with no GPU they are 0"),
     ]
-
-    # Compile times are cold: no on-disk cache from an earlier run may answer for the compiler.
-    torch._inductor.config.force_disable_caches = True
     if not cuda:
         torch.set_num_threads(1)  # compiled C++ kernels bring their own OpenMP pool; two would fight
     torch.manual_seed(0)
@@ -138,68 +164,36 @@ def measure(small: bool = False) -> dict:
     linear_weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
     params = sum(p.numel() for p in model.parameters())
     elem = torch.finfo(dtype).bits // 8
+    modes_at = {t: [m for m in modes if m != "max-autotune-no-cudagraphs" or t in autotuned] for t in token_counts}
 
     results = {t: {} for t in token_counts}
     with torch.no_grad():
         for tokens in token_counts:
             x = torch.randn(tokens, d, device=dev, dtype=dtype)
             torch._dynamo.reset()  # a fresh compile per batch size: one static graph each
-            steps_by_mode, compiled_in = {}, {}
-            for mode in modes:
-                if mode == "eager-cudagraph":
-                    graph = graphed(model, x)
-                    run = lambda _x, graph=graph: graph.replay()  # reads x from the captured buffer
-                else:
-                    run = compiled(model, mode)
-                start = time.perf_counter()
-                run(x)  # the first call compiles
-                if cuda:
-                    torch.cuda.synchronize()
-                if mode not in ("eager", "eager-cudagraph"):
-                    compiled_in[mode] = {"first_call_s": summarize([time.perf_counter() - start], "s", "host")}
-                for _ in range(3):
-                    run(x)  # reduce-overhead: warm-up, then CUDA graph recording; outputs not kept
-                steps_by_mode[mode] = lambda run=run: run(x)
-            # Interleaved, round by round, so drift in the host's speed lands on every mode alike;
-            # the speedup is taken within each round, then summarised over the rounds. Each round
-            # also times two calls of every mode from an idle GPU (the host's issue time).
-            rounds = host_us_rounds(
-                {m: (f, torch.no_grad) for m, f in steps_by_mode.items()},
-                calls=calls,
-                repeats=repeats,
-                warmup=10,
-                issue_per_round=2,
-            )
-            timed, issued = rounds["host_us"], rounds["issue_us"]
-            for mode in steps_by_mode:
+            runs = variants(model, x, modes_at[tokens])
+            # Interleaved, round by round, so drift in the host's speed lands on every variant alike;
+            # the speedup is taken within each round, then summarised over the rounds.
+            timed = host_us_rounds({m: (f, torch.no_grad) for m, f in runs.items()}, calls, repeats, 10)["host_us"]
+            for mode in runs:
                 results[tokens][mode] = {
                     "time_us": summarize(timed[mode], "us", "host"),
-                    "issue_us": summarize(issued[mode], "us", "host"),
                     "speedup": summarize([e / t for e, t in zip(timed["eager"], timed[mode])], "x", "host"),
-                    **compiled_in.get(mode, {}),
                 }
-            del steps_by_mode, run, x
-            graph = None  # frees the captured graph and its memory pool
-        torch._dynamo.reset()
-
-        # Profile eager last: once CUPTI has traced kernels, launches stay slower in this process.
+            del runs, x
+        # Profile last: once CUPTI has traced kernels, launches stay slower in this process.
         profile_step(lambda: model(torch.randn(1, d, device=dev, dtype=dtype)), 1, cuda)  # start-up
         for tokens in token_counts:
             x = torch.randn(tokens, d, device=dev, dtype=dtype)
-            kernels, busy, gemm = zip(*(profile_step(lambda: model(x), steps, cuda) for _ in range(profiles)))
-            results[tokens]["eager"]["gpu_busy_us"] = summarize(list(busy), "us", "device")
-            results[tokens]["eager"]["gemm_busy_us"] = summarize(list(gemm), "us", "device")
-            results[tokens]["eager"]["kernels_per_step"] = round(max(kernels))
-        # The compiled default mode's kernels (reduce-overhead replays the same ones in a graph).
-        for tokens in token_counts:
-            x = torch.randn(tokens, d, device=dev, dtype=dtype)
             torch._dynamo.reset()
-            run = torch.compile(model, mode="default", dynamic=False)
-            run(x)
-            kernels, busy, gemm = zip(*(profile_step(lambda: run(x), steps, cuda) for _ in range(profiles)))
-            results[tokens]["default"]["gpu_busy_us"] = summarize(list(busy), "us", "device")
-            results[tokens]["default"]["gemm_busy_us"] = summarize(list(gemm), "us", "device")
-            results[tokens]["default"]["kernels_per_step"] = round(max(kernels))
+            for mode, run in variants(model, x, modes_at[tokens]).items():
+                prof = [profile_step(run, steps, cuda) for _ in range(profiles)]
+                cell = results[tokens][mode]
+                for stored, key in (("gpu_busy_us", "busy_us"), ("gemm_busy_us", "gemm_us"), ("span_us", "span_us")):
+                    cell[stored] = summarize([v for p in prof for v in p[key]], "us", "device")
+                cell["kernels_per_step"] = max(p["kernels"] for p in prof)
+                if tokens in KERNEL_LIST_TOKENS or small:
+                    cell["kernels"] = [[n, round(t, 2)] for n, t in zip(prof[-1]["names"], prof[-1]["kernel_us"])]
         torch._dynamo.reset()
 
     points = []
@@ -224,6 +218,7 @@ def measure(small: bool = False) -> dict:
         "params": params,
         "linear_weights": linear_weights,
         "modes": modes,
+        "autotuned_tokens": list(autotuned),
         "notes": notes,
         "points": points,
     }
@@ -231,23 +226,23 @@ def measure(small: bool = False) -> dict:
 
 def report(r: dict) -> None:
     print(f"{r['blocks']} MLP blocks, d={r['d_model']}, {r['dtype']}, on {device_name()}")
-    print("us per forward (speedup over eager; first call = compile, s)")
-    print(f"{'tokens':>6} " + " ".join(f"{m[:24]:>24}" for m in r["modes"]))
+    print("us per forward, back to back (speedup over eager)")
+    print(f"{'tokens':>6} " + " ".join(f"{m[:26]:>26}" for m in r["modes"]))
     for p in r["points"]:
         cells = [
-            f"{s['time_us']['median']:7.1f} ({s['speedup']['median']:4.2f}x"
-            + (f";{s['first_call_s']['median']:4.1f}s)" if "first_call_s" in s else ")")
-            for s in (p["modes"][m] for m in r["modes"])
+            f"{p['modes'][m]['time_us']['median']:7.1f} ({p['modes'][m]['speedup']['median']:4.2f}x)"
+            if m in p["modes"]
+            else "-"
+            for m in r["modes"]
         ]
-        print(f"{p['tokens']:>6} " + " ".join(f"{c:>24}" for c in cells))
-    print("per forward: eager host issue vs GPU busy time (us) and kernels; compiled default's")
+        print(f"{p['tokens']:>6} " + " ".join(f"{c:>26}" for c in cells))
+    print("profile per forward: GPU busy / first-to-last-kernel span (us), kernels")
     for p in r["points"]:
-        e, c = p["modes"]["eager"], p["modes"]["default"]
-        print(
-            f"{p['tokens']:>6} issue {e['issue_us']['median']:7.1f}  busy {e['gpu_busy_us']['median']:7.1f}"
-            f"  kernels {e['kernels_per_step']:3}  | compiled busy {c['gpu_busy_us']['median']:7.1f}"
-            f"  kernels {c['kernels_per_step']:3}"
-        )
+        cells = [
+            f"{s['gpu_busy_us']['median']:7.1f}/{s['span_us']['median']:7.1f} {s['kernels_per_step']:3}"
+            for s in (p["modes"][m] for m in r["modes"] if m in p["modes"])
+        ]
+        print(f"{p['tokens']:>6} " + " ".join(f"{c:>26}" for c in cells))
     for note in r["notes"]:
         print("note:", note)
 
