@@ -35,8 +35,51 @@ def _spread(lows, mids, highs):
     }
 
 
+def _ratio(a: dict, b: dict, unit: str = "") -> dict:
+    """a / b for two summaries timed apart (no pairing): the median of the ratio of medians, and
+    a spread that takes the worst case of both, so a claim on it holds only if it holds for every
+    combination of the two spreads."""
+    return {
+        "median": a["median"] / b["median"],
+        "p10": a["p10"] / b["p90"],
+        "p90": a["p90"] / b["p10"],
+        "min": a["min"] / b["max"],
+        "max": a["max"] / b["min"],
+        "n": min(a["n"], b["n"]),
+        "unit": unit,
+    }
+
+
+def _minus(a: dict, b: dict) -> dict:
+    """a - b for two summaries timed apart, with the worst-case spread (see _ratio)."""
+    return {
+        "median": a["median"] - b["median"],
+        "p10": a["p10"] - b["p90"],
+        "p90": a["p90"] - b["p10"],
+        "min": a["min"] - b["max"],
+        "max": a["max"] - b["min"],
+        "n": min(a["n"], b["n"]),
+        "unit": a["unit"],
+    }
+
+
+def _scaled(amount: float, time_us: dict, unit: str) -> dict:
+    """amount per call over a time summary: a rate summary (the fast end of the times is the
+    high end of the rate)."""
+    return {
+        "median": amount / time_us["median"],
+        "p10": amount / time_us["p90"],
+        "p90": amount / time_us["p10"],
+        "min": amount / time_us["max"],
+        "max": amount / time_us["min"],
+        "n": time_us["n"],
+        "unit": unit,
+    }
+
+
 def derived(results) -> dict:
-    """Floors, the binding overhead and two predictions per batch size, from eager alone.
+    """Floors, the binding overhead and two predictions per batch size, from eager alone, and
+    what the other variants' profiles say against them.
 
     Made before compiling, from the eager profile and the ceilings measured in the same build.
     The host binds where the GPU is busy for less than GPU_BOUND_FRACTION of eager's wall time.
@@ -48,8 +91,12 @@ def derived(results) -> dict:
       Where the host binds, its time scales with the ops it dispatches, OPS_PER_BLOCK per block,
       one fewer per pair; where the GPU binds, each pair saves one read of a tokens x width tensor.
 
-    The floors, shown for reference and not used as bounds (the matmuls here can beat the GEMM
-    reference rate): the FLOPs at that rate, the fused minimum of bytes at copy bandwidth.
+    The floors, shown for reference and not used as bounds (the model's matmuls, timed by the
+    profiler with their inputs in L2, can run faster than the reference GEMMs timed by do_bench
+    with L2 flushed): the FLOPs at that rate, the fused minimum of bytes at copy bandwidth.
+
+    Values that combine two measurements carry a worst-case spread (_ratio, _minus), so that a
+    claim on them rests on the spreads, not on the medians alone.
     """
     modes = results("m03/modes")
     ceilings = results("methodology/ceilings")
@@ -61,15 +108,12 @@ def derived(results) -> dict:
     rows = []
     for p in modes["points"]:
         t = p["tokens"]
-        eager = p["modes"]["eager"]
+        by_mode = p["modes"]
+        eager = by_mode["eager"]
         eager_us = eager["time_us"]["median"]
-        issue_us = eager["issue_us"]["median"]
         busy_us = eager["gpu_busy_us"]["median"]
         gemm_us = eager["gemm_busy_us"]["median"]
         other_us = busy_us - gemm_us
-        compute_floor_us = p["flops"] / flops_per_us
-        memory_floor_us = p["bytes_min"] / bytes_per_us
-        eager_traffic_us = p["bytes_eager"] / bytes_per_us
         pointwise_bytes = blocks * (POINTWISE_ELEMENTS_PER_TOKEN * t * d + 2 * d) * elem  # LN, GELU, add
         fusion_saves_us = pairs * t * d * elem / bytes_per_us
         if busy_us < GPU_BOUND_FRACTION * eager_us:
@@ -85,51 +129,41 @@ def derived(results) -> dict:
             fusion_us = max(eager_us * (ops - pairs) / ops, busy_us - fusion_saves_us)
         else:
             fusion_us = eager_us - fusion_saves_us
-        by_mode = p["modes"]
-        rows.append(
-            {
-                "tokens": t,
-                "binds": binds,
-                "eager_us": eager_us,
-                "issue_us": issue_us,
-                "gpu_busy_us": busy_us,
-                "gemm_busy_us": gemm_us,
-                "other_busy_us": other_us,
-                "idle_us": eager_us - busy_us,
-                "gpu_busy_fraction": busy_us / eager_us,
-                "gemm_fraction_of_busy": gemm_us / busy_us if busy_us > 0 else 0.0,
-                "kernels_per_step": eager["kernels_per_step"],
-                "ops_per_forward": ops,
-                "fused_ops_per_forward": ops - pairs,
-                "compute_floor_us": compute_floor_us,
-                "memory_floor_us": memory_floor_us,
-                "eager_traffic_us": eager_traffic_us,
-                "pointwise_traffic_us": pointwise_bytes / bytes_per_us,
-                "fusion_saves_us": fusion_saves_us,
-                "gemm_TFLOPs": p["flops"] / gemm_us / 1e6 if gemm_us > 0 else 0.0,
-                "pointwise_GBps": pointwise_bytes / other_us / 1e3 if other_us > 0 else 0.0,
-                "achieved_GBps": p["bytes_eager"] / busy_us / 1e3 if busy_us > 0 else 0.0,
-                "compiled_busy_us": by_mode["default"]["gpu_busy_us"]["median"],
-                "compiled_gemm_busy_us": by_mode["default"]["gemm_busy_us"]["median"],
-                "compiled_busy_saving_us": busy_us - by_mode["default"]["gpu_busy_us"]["median"],
-                "compiled_kernels_per_step": by_mode["default"]["kernels_per_step"],
-                "predicted_graphs_us": graphs_us,
-                "predicted_graphs_speedup": eager_us / graphs_us,
-                "predicted_fusion_us": fusion_us,
-                "predicted_fusion_speedup": eager_us / fusion_us,
-                "measured_speedup": {m: by_mode[m]["speedup"]["median"] for m in modes["modes"]},
-                "best_mode": max(modes["modes"], key=lambda m: by_mode[m]["speedup"]["median"]),
-                # what a CUDA graph of the eager kernels leaves above their busy time (CUDA runs only)
-                **(
-                    {
-                        "graph_excess_us": by_mode["eager-cudagraph"]["time_us"]["median"] - busy_us,
-                        "graph_busy_fraction": busy_us / by_mode["eager-cudagraph"]["time_us"]["median"],
-                    }
-                    if "eager-cudagraph" in by_mode
-                    else {}
-                ),
-            }
-        )
+        row = {
+            "tokens": t,
+            "binds": binds,
+            "eager_us": eager_us,
+            "gpu_busy_us": busy_us,
+            "gemm_busy_us": gemm_us,
+            "other_busy_us": other_us,
+            "idle_us": eager_us - busy_us,
+            "gpu_busy_fraction": _ratio(eager["gpu_busy_us"], eager["time_us"]),
+            "gemm_fraction_of_busy": gemm_us / busy_us if busy_us > 0 else 0.0,
+            "kernels_per_step": eager["kernels_per_step"],
+            "ops_per_forward": ops,
+            "fused_ops_per_forward": ops - pairs,
+            "compute_floor_us": p["flops"] / flops_per_us,
+            "memory_floor_us": p["bytes_min"] / bytes_per_us,
+            "eager_traffic_us": p["bytes_eager"] / bytes_per_us,
+            "pointwise_traffic_us": pointwise_bytes / bytes_per_us,
+            "fusion_saves_us": fusion_saves_us,
+            "achieved_GBps": p["bytes_eager"] / busy_us / 1e3 if busy_us > 0 else 0.0,
+            "predicted_graphs_us": graphs_us,
+            "predicted_graphs_speedup": eager_us / graphs_us,
+            "predicted_fusion_us": fusion_us,
+            "predicted_fusion_speedup": eager_us / fusion_us,
+            "compiled_busy_saving_us": _minus(eager["gpu_busy_us"], by_mode["default"]["gpu_busy_us"]),
+            "best_mode": max(by_mode, key=lambda m: by_mode[m]["speedup"]["median"]),
+        }
+        if gemm_us > 0:
+            row["gemm_TFLOPs"] = _scaled(p["flops"] / 1e6, eager["gemm_busy_us"], "TFLOP/s")
+        if "eager-cudagraph" in by_mode:  # CUDA runs: what a graph of the eager kernels leaves
+            graph = by_mode["eager-cudagraph"]
+            row["graph_excess_us"] = _minus(graph["time_us"], graph["gpu_busy_us"])  # replay above its busy time
+            row["graph_gaps_us"] = _minus(graph["span_us"], graph["gpu_busy_us"])  # idle between its kernels
+            row["graph_between_us"] = _minus(graph["time_us"], graph["span_us"])  # from one replay to the next
+            row["graph_busy_fraction"] = _ratio(graph["gpu_busy_us"], graph["time_us"])
+        rows.append(row)
     return {
         "copy_GBps": ceilings["copy"]["GBps"]["median"],
         "gemm_TFLOPs": ceilings["gemm"]["TFLOPs"]["median"],
@@ -147,27 +181,20 @@ def speedup(results) -> go.Figure:
     for mode in data["modes"]:
         if mode == "eager":
             continue
-        runs = [p["modes"][mode] for p in data["points"]]
+        points = [p for p in data["points"] if mode in p["modes"]]  # max-autotune: two sizes only
+        runs = [p["modes"][mode] for p in points]
         # the speedup is taken round by round (eager and the mode timed back to back); whiskers
         # span the 10th to 90th percentile of those per-round ratios
         fig.add_trace(
             go.Scatter(
-                x=tokens,
+                x=[p["tokens"] for p in points],
                 y=[r["speedup"]["median"] for r in runs],
                 mode="lines+markers",
                 name=LABELS[mode],
                 error_y=_spread(*([r["speedup"][q] for r in runs] for q in ("p10", "median", "p90"))),
-                customdata=[
-                    [
-                        r["time_us"]["median"],
-                        f"compiled in {r['first_call_s']['median']:.1f} s"
-                        if "first_call_s" in r
-                        else "captured, not compiled",
-                    ]
-                    for r in runs
-                ],
-                hovertemplate="%{x} tokens: %{y:.2f}× (%{customdata[0]:.1f} µs per forward, "
-                "%{customdata[1]})<extra>" + LABELS[mode] + "</extra>",
+                customdata=[[r["time_us"]["median"], r["gpu_busy_us"]["median"]] for r in runs],
+                hovertemplate="%{x} tokens: %{y:.2f}× (%{customdata[0]:.1f} µs per forward; "
+                "its kernels busy for %{customdata[1]:.1f} µs)<extra>" + LABELS[mode] + "</extra>",
             )
         )
     for key, name, symbol in (
@@ -295,6 +322,7 @@ RUNGS = {  # short name (usable in a page's placeholder): the name m03/host_cost
     "dynamo": "dynamo (backend=eager)",
     "aot": "dynamo+aot (backend=aot_eager)",
     "inductor": "inductor (default)",
+    "cpp_wrapper": "inductor (cpp_wrapper)",
     "max_autotune": "inductor (max-autotune-no-cudagraphs)",
     "reduce_overhead": "inductor (reduce-overhead)",
     "graphed": "eager in a CUDA graph",
@@ -306,7 +334,7 @@ KERNELS_SHOWN = 7  # one block and the first kernel of the next
 
 def _short_kernel(name: str) -> str:
     """A CUDA kernel's name without return type, namespaces and template arguments."""
-    for noise in ("void ", "at::native::", "(anonymous namespace)::"):
+    for noise in ("void ", "at::native::", "(anonymous namespace)::", "cublasLt::"):
         name = name.replace(noise, "")
     return name.split("<")[0].split("(")[0]
 
@@ -325,6 +353,7 @@ def ladder(results) -> dict:
             "host_us": data["host_us"][name],
             "issue_us": data["issue_us"][name],
             "gpu_busy_us": data["gpu_busy_us"][name],
+            "span_us": data["span_us"][name],
             "kernels": data["kernels_per_forward"][name],
             "kernel_names": data["kernel_names"][name],
             **({"kernel_gap_us": data["kernel_gap_us"][name]} if name in data["kernel_gap_us"] else {}),
@@ -339,59 +368,81 @@ def ladder(results) -> dict:
             lines.append(f"{RUNGS[short]}: {rungs[short]['kernels']:.0f} kernels per forward; the first {len(first)}:")
             lines += [f"    {n}" for n in first]
     rounds = {short: data["rounds_us"][name] for short, name in RUNGS.items() if name in data["rounds_us"]}
-    steps = {}
-    if "graphed" in rungs:
-        steps = {
-            "eager_minus_dynamo_us": _paired(rounds["eager"], rounds["dynamo"]),
-            "aot_minus_dynamo_us": _paired(rounds["aot"], rounds["dynamo"]),
-            "aot_minus_inductor_us": _paired(rounds["aot"], rounds["inductor"]),
-            "inductor_minus_eager_us": _paired(rounds["inductor"], rounds["eager"]),
-            "eager_minus_max_autotune_us": _paired(rounds["eager"], rounds["max_autotune"]),
-            "inductor_minus_max_autotune_us": _paired(rounds["inductor"], rounds["max_autotune"]),
-        }
-        # steady-state call of reduce-overhead (host-bound) less the bare replay's host time
-        steps["reduce_overhead_call_minus_replay_us"] = (
-            rungs["reduce_overhead"]["host_us"]["median"] - rungs["graphed"]["issue_us"]["median"]
-        )
+    steps = {
+        "eager_minus_dynamo_us": _paired(rounds["eager"], rounds["dynamo"]),
+        "aot_minus_dynamo_us": _paired(rounds["aot"], rounds["dynamo"]),
+        "aot_minus_inductor_us": _paired(rounds["aot"], rounds["inductor"]),
+        "inductor_minus_eager_us": _paired(rounds["inductor"], rounds["eager"]),
+        "inductor_minus_cpp_wrapper_us": _paired(rounds["inductor"], rounds["cpp_wrapper"]),
+        "cpp_wrapper_fraction_saved": summarize(
+            [(i - c) / i for i, c in zip(rounds["inductor"], rounds["cpp_wrapper"])], ""
+        ),
+        "eager_kernels_per_block": rungs["eager"]["kernels"] / data["blocks"],
+        # what three of eager's op calls cost, at eager's average host time per op call
+        "three_op_calls_us": 3 * rungs["eager"]["host_us"]["median"] / (OPS_PER_BLOCK * data["blocks"]),
+        # the host time per kernel of the default mode's forward (host-bound: all of it is host work)
+        "inductor_host_us_per_kernel": rungs["inductor"]["host_us"]["median"] / rungs["inductor"]["kernels"],
+    }
+    if "graphed" in rungs:  # CUDA runs
+        steps["eager_minus_max_autotune_us"] = _paired(rounds["eager"], rounds["max_autotune"])
+        steps["inductor_minus_max_autotune_us"] = _paired(rounds["inductor"], rounds["max_autotune"])
+        steps["cpp_wrapper_minus_max_autotune_us"] = _paired(rounds["cpp_wrapper"], rounds["max_autotune"])
+        steps["cpp_wrapper_minus_reduce_overhead_us"] = _paired(rounds["cpp_wrapper"], rounds["reduce_overhead"])
+        steps["reduce_overhead_minus_graphed_us"] = _paired(rounds["reduce_overhead"], rounds["graphed"])
         # the replay's GPU side: its kernels' busy time plus the idle gaps at each kernel boundary
         gaps = rungs["graphed"]["kernel_gap_us"]["median"] * (rungs["graphed"]["kernels"] - 1)
         steps["graphed_gaps_total_us"] = gaps
         steps["graphed_busy_plus_gaps_us"] = rungs["graphed"]["gpu_busy_us"] + gaps
-        # the kernels max-autotune launches fewer than the default mode, at the default mode's
-        # average host time per kernel; and how many of them were cuBLAS split-K reductions
+        # the kernels max-autotune launches fewer than the default mode, and how many of them
+        # were cuBLAS split-K reductions
         fewer = rungs["inductor"]["kernels"] - rungs["max_autotune"]["kernels"]
         steps["max_autotune_fewer_kernels"] = fewer
-        steps["max_autotune_fewer_kernels_us"] = (
-            fewer * rungs["inductor"]["host_us"]["median"] / rungs["inductor"]["kernels"]
-        )
+        steps["max_autotune_fewer_kernels_us"] = fewer * steps["inductor_host_us_per_kernel"]
         steps["split_k_kernels_removed"] = sum("splitKreduce" in n for n in rungs["inductor"]["kernel_names"]) - sum(
             "splitKreduce" in n for n in rungs["max_autotune"]["kernel_names"]
         )
-        steps["eager_kernels_per_block"] = rungs["eager"]["kernels"] / data["blocks"]
-        # what three of eager's op calls cost, at eager's average host time per op call
-        steps["three_op_calls_us"] = 3 * rungs["eager"]["host_us"]["median"] / (OPS_PER_BLOCK * data["blocks"])
     return {**rungs, **steps, "kernel_table": "\n".join(lines)}
 
 
+def kernels_4096(results) -> dict:
+    """The kernels of one forward at 4,096 tokens, per variant, with their device times (the
+    profile in m03/modes): a text table of the first block of each, and the sums that settle
+    where each variant's GPU time goes."""
+    point = next(p for p in results("m03/modes")["points"] if p["tokens"] == 4096)
+    out, lines = {}, []
+    for mode in ("eager", "default", "max-autotune-no-cudagraphs", "reduce-overhead"):
+        kernels = point["modes"][mode]["kernels"]
+        lines.append(f"{LABELS[mode]}: {len(kernels)} kernels per forward; the first {KERNELS_SHOWN}, µs each:")
+        lines += [f"    {t:6.1f}  {_short_kernel(n)}" for n, t in kernels[:KERNELS_SHOWN]]
+        out[mode] = {
+            "copy_in_us": sum(t for n, t in kernels if "multi_tensor_apply" in n),  # reduce-overhead's input copy
+            "template_us": sum(t for n, t in kernels if n.startswith("triton_tem")),
+            "cublas_us": sum(t for n, t in kernels if "nvjet" in n or "gemm" in n),
+            "layer_norm_us": sum(t for n, t in kernels if "layer_norm" in n and not n.startswith("triton_tem")),
+        }
+    out["kernel_table"] = "\n".join(lines)
+    return out
+
+
 def host_ladder(results) -> go.Figure:
-    """Per rung at one token: time per forward back to back, host time to issue one forward
-    from an idle GPU, and the GPU busy time of its kernels."""
+    """Per rung at one token: time per forward back to back, and the GPU busy time of its kernels."""
     rungs = ladder(results)
     names = [s for s in RUNGS if s in rungs]
     labels = [f"{RUNGS[s]} · {rungs[s]['kernels']:.0f} kernels" for s in names]
+    med = [rungs[s]["host_us"]["median"] for s in names]
     fig = go.Figure()
-    for key, name in (("host_us", "per forward, back to back"), ("issue_us", "host issue time, one forward")):
-        med = [rungs[s][key]["median"] for s in names]
-        fig.add_trace(
-            go.Bar(
-                y=labels,
-                x=med,
-                orientation="h",
-                name=name,
-                error_x=_spread([rungs[s][key]["p10"] for s in names], med, [rungs[s][key]["p90"] for s in names]),
-                hovertemplate="%{y}: %{x:.1f} µs (median; whiskers: 10th–90th percentile)<extra>" + name + "</extra>",
-            )
+    fig.add_trace(
+        go.Bar(
+            y=labels,
+            x=med,
+            orientation="h",
+            name="per forward, back to back",
+            error_x=_spread(
+                [rungs[s]["host_us"]["p10"] for s in names], med, [rungs[s]["host_us"]["p90"] for s in names]
+            ),
+            hovertemplate="%{y}: %{x:.1f} µs (median; whiskers: 10th–90th percentile)<extra></extra>",
         )
+    )
     fig.add_trace(
         go.Scatter(
             y=labels,
@@ -403,9 +454,8 @@ def host_ladder(results) -> go.Figure:
         )
     )
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(title_text="µs at one token", dtick=250)
+    fig.update_xaxes(title_text="µs at one token", dtick=100)
     fig.update_layout(
-        barmode="group",
         height=520,
         margin={"l": 300, "r": 20, "t": 20, "b": 60},
         legend={"orientation": "h", "yanchor": "top", "y": -0.15},
