@@ -285,7 +285,10 @@ class ResultsPreprocessor(Preprocessor):
             if disagree:
                 notes.insert(0, "the processes disagree beyond process 1's spread: shown is the range of their medians")
             lo, hi = (self.format_number(v, fmt, placeholder, what) for v in (min(values), max(values)))
-            text = f"{lo} to {hi}" if min(values) < 0 else f"{lo}–{hi}"  # "-10–21" would read as a dash
+            if lo == hi:  # the medians differ only below the format's precision: one number says it
+                text = lo
+            else:
+                text = f"{lo} to {hi}" if min(values) < 0 else f"{lo}–{hi}"  # "-10–21" would read as a dash
         return self.stash(self.measured_span(text, doc, notes))
 
     @staticmethod

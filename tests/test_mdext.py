@@ -186,6 +186,18 @@ def test_processes_that_disagree_are_shown_as_a_range_unasked(site):
     assert ">8.0–12.0<" in html and "processes disagree" in html
 
 
+def test_a_range_whose_ends_print_alike_prints_one_number(site):
+    """Review of Part J: "81–81 µs" says nothing a single "81" does not."""
+    runs = [data(fast=summary(80.6, 80.0, 81.0)), data(fast=summary(80.9, 80.0, 81.0))]
+    store.write_atomic(
+        store.result_path("mx/same", "nvidia-h200", site / "build_results"),
+        doc("mx/same", data(fast=summary(81.2, 81.0, 81.4)), runs=runs),
+    )
+    html = convert(site, "{{ mx/same:fast | .0f range }}")
+    assert ">81</span>" in html and "–81</span>" not in html  # the shown text, not the tooltip
+    assert ">80.6–81.2</span>" in convert(site, "{{ mx/same:fast | .1f range }}")
+
+
 # ---------------------------------------------------------------- claims on spreads
 
 

@@ -163,6 +163,9 @@ def derived(results) -> dict:
             row["graph_gaps_us"] = _minus(graph["span_us"], graph["gpu_busy_us"])  # idle between its kernels
             row["graph_between_us"] = _minus(graph["time_us"], graph["span_us"])  # from one replay to the next
             row["graph_busy_fraction"] = _ratio(graph["gpu_busy_us"], graph["time_us"])
+        if "reduce-overhead" in by_mode:  # is reduce-overhead itself still host-bound here?
+            ro = by_mode["reduce-overhead"]
+            row["reduce_overhead_busy_fraction"] = _ratio(ro["gpu_busy_us"], ro["time_us"])
         rows.append(row)
     return {
         "copy_GBps": ceilings["copy"]["GBps"]["median"],
@@ -418,7 +421,12 @@ def kernels_4096(results) -> dict:
             "copy_in_us": sum(t for n, t in kernels if "multi_tensor_apply" in n),  # reduce-overhead's input copy
             "template_us": sum(t for n, t in kernels if n.startswith("triton_tem")),
             "cublas_us": sum(t for n, t in kernels if "nvjet" in n or "gemm" in n),
-            "layer_norm_us": sum(t for n, t in kernels if "layer_norm" in n and not n.startswith("triton_tem")),
+            # LayerNorm and residual-add kernels: eager's apart, Inductor's fused in pairs
+            "norm_add_us": sum(
+                t
+                for n, t in kernels
+                if ("layer_norm" in n and not n.startswith("triton_tem")) or "CUDAFunctor_add" in n
+            ),
         }
     out["kernel_table"] = "\n".join(lines)
     return out
