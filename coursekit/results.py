@@ -168,6 +168,13 @@ def check_data(data, where: str = "data") -> None:
         raise ResultError(f"{where}.repetitions must be a positive integer (how many timed repetitions)")
     if not _check_summaries(data, where):
         raise ResultError(f"{where} holds no timing summary (median/p10/p90/n): record the spread")
+    if "races" in data:  # rows of the scoreboard (coursekit/scoreboard.py): refused here if malformed
+        from coursekit.scoreboard import check_race
+
+        if not isinstance(data["races"], list):
+            raise ResultError(f"{where}.races must be a list of races")
+        for i, race in enumerate(data["races"]):
+            check_race(race, f"{where}.races.{i}")
 
 
 def validate(doc, where: str = "result") -> None:

@@ -1,0 +1,71 @@
+"""The scoreboard: every program the course writes that races a peer, from stored results.
+
+A snippet that races declares it in its data, as a list under ``"races"``; each race is one row:
+
+    {"name": "Triton vector add, 2^28 fp32",   # what the course wrote
+     "peer": "torch.add",                       # what it races, timed in the same run
+     "ours": <summary>, "theirs": <summary>,    # coursekit.stats summaries, lower is better
+     "bar": 0.98,                               # the ratio ours must reach (theirs / ours)
+     "chapter": "part-k/07-triton.md"}          # the page that tells the story
+
+``rows()`` reads every result of one hardware set and returns one row per race: the medians,
+the ratio ``theirs / ours`` (above 1: ours is faster), its spread (``ratio_p10``, from ours'
+slow end and theirs' fast end) and whether the bar is met. A missed bar is a row like any
+other, with ``meets`` false: the page and ``scripts/scoreboard.py --json`` report it.
+
+Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from coursekit import results as store
+
+RACE_FIELDS = ("name", "peer", "ours", "theirs", "bar", "chapter")
+
+
+def check_race(race, where: str) -> None:
+    """A race entry as a snippet must store it; a ResultError names the field otherwise."""
+    if not isinstance(race, dict):
+        raise store.ResultError(f"{where}: a race is a dict with {', '.join(RACE_FIELDS)}")
+    missing = [f for f in RACE_FIELDS if f not in race]
+    if missing:
+        raise store.ResultError(f"{where}: a race lacks {', '.join(missing)}")
+    for side in ("ours", "theirs"):
+        if not store.is_summary(race[side]):
+            raise store.ResultError(f"{where}.{side}: a race compares two timing summaries")
+    if race["ours"]["unit"] != race["theirs"]["unit"]:
+        raise store.ResultError(f"{where}: ours in {race['ours']['unit']}, theirs in {race['theirs']['unit']}")
+    if not store.is_number(race["bar"]) or race["bar"] <= 0:
+        raise store.ResultError(f"{where}.bar: a positive ratio, theirs / ours")
+
+
+def rows(hardware: str = store.REFERENCE_HARDWARE, results_dir: Path = store.RESULTS_DIR) -> list[dict]:
+    """One row per race stored for ``hardware``, in key order, then in the order stored."""
+    folder = results_dir / hardware
+    out = []
+    for path in sorted(folder.rglob("*.json")) if folder.is_dir() else []:
+        doc = store.load(path)
+        for i, race in enumerate(doc["data"].get("races", [])):
+            check_race(race, f"{path}: data.races.{i}")
+            ours, theirs = race["ours"], race["theirs"]
+            ratio = theirs["median"] / ours["median"]
+            out.append(
+                {
+                    "name": race["name"],
+                    "peer": race["peer"],
+                    "ours": ours["median"],
+                    "theirs": theirs["median"],
+                    "unit": ours["unit"],
+                    "ratio": ratio,
+                    "ratio_p10": theirs["p10"] / ours["p90"],  # ours at its slow end, theirs at its fast end
+                    "bar": race["bar"],
+                    "meets": ratio >= race["bar"],
+                    "hardware": hardware,
+                    "chapter": race["chapter"],
+                    "key": doc["key"],
+                    "snippet": doc["snippet"],
+                }
+            )
+    return out

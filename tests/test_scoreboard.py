@@ -1,0 +1,80 @@
+"""The scoreboard (coursekit/scoreboard.py, scripts/scoreboard.py): rows from stored races, a missed
+bar reported and never hidden, a malformed race refused naming its file and field."""
+
+import json
+
+import pytest
+from conftest import ROOT, run_python
+from test_mdext import PROV, summary
+
+from coursekit import results as store
+from coursekit import scoreboard
+
+
+def race(ours, theirs, bar=1.0, name="our kernel", peer="their kernel"):
+    return {"name": name, "peer": peer, "ours": ours, "theirs": theirs, "bar": bar, "chapter": "part-k/07-triton.md"}
+
+
+def store_races(results_dir, key, races, hardware="nvidia-h200"):
+    doc = {
+        "schema_version": store.SCHEMA_VERSION,
+        "key": key,
+        "snippet": f"snippets/{key}.py",
+        "snippet_hash": "a" * 64,
+        "hardware": hardware,
+        "provenance": dict(PROV),
+        "data": {"repetitions": 5, "races": races},
+    }
+    store.write_atomic(store.result_path(key, hardware, results_dir), doc)
+
+
+def test_rows_give_the_ratio_and_whether_the_bar_is_met(tmp_path):
+    store_races(
+        tmp_path,
+        "m07/add",
+        [
+            race(summary(10.0, 9.0, 11.0), summary(12.0, 11.5, 12.5), bar=0.98, name="fast"),
+            race(summary(20.0, 19.0, 21.0), summary(10.0, 9.5, 10.5), bar=1.0, name="slow"),
+        ],
+    )
+    rows = {r["name"]: r for r in scoreboard.rows("nvidia-h200", tmp_path)}
+    assert rows["fast"]["ratio"] == pytest.approx(1.2) and rows["fast"]["meets"]
+    assert rows["fast"]["ratio_p10"] == pytest.approx(11.5 / 11.0)
+    assert rows["slow"]["ratio"] == pytest.approx(0.5) and not rows["slow"]["meets"]
+    assert rows["slow"]["hardware"] == "nvidia-h200" and rows["slow"]["chapter"] == "part-k/07-triton.md"
+
+
+def test_script_prints_json_rows_and_exits_0_when_a_bar_is_missed(tmp_path):
+    store_races(tmp_path, "m07/add", [race(summary(20.0), summary(10.0), bar=1.0)])
+    proc = run_python(["scripts/scoreboard.py", "--json", "--results-dir", str(tmp_path)], timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)
+    assert set(row) == {"name", "peer", "ours", "theirs", "unit", "ratio", "bar", "meets", "hardware", "chapter"}
+    assert row["meets"] is False and row["ratio"] == pytest.approx(0.5) and row["unit"] == "us"
+
+
+def test_a_malformed_race_is_refused_at_write_time_and_named_by_the_script(tmp_path):
+    bad = race(summary(10.0), {"median": 3.0}, bar=1.0)  # theirs is no summary
+    with pytest.raises(store.ResultError, match=r"races\W+0\W+theirs"):
+        store.check_data({"repetitions": 5, "t": summary(1.0), "races": [bad]})
+    path = store.result_path("m07/bad", "nvidia-h200", tmp_path)
+    path.parent.mkdir(parents=True)
+    good = {"repetitions": 5, "t": summary(1.0), "races": [race(summary(1.0), summary(1.0))]}
+    doc = {
+        "schema_version": store.SCHEMA_VERSION,
+        "key": "m07/bad",
+        "snippet": "snippets/m07/bad.py",
+        "snippet_hash": "a" * 64,
+        "hardware": "nvidia-h200",
+        "provenance": dict(PROV),
+        "data": good,
+    }
+    doc["data"]["races"][0]["bar"] = -1  # written by hand around the store's check
+    path.write_text(json.dumps(doc))
+    proc = run_python(["scripts/scoreboard.py", "--results-dir", str(tmp_path)], timeout=60)
+    assert proc.returncode == 1 and "m07/bad.json" in proc.stderr and "bar" in proc.stderr
+
+
+def test_the_reference_results_hold_only_well_formed_races():
+    for row in scoreboard.rows("nvidia-h200", ROOT / "build_results"):
+        assert row["ours"] > 0 and row["theirs"] > 0 and row["bar"] > 0
