@@ -16,7 +16,7 @@ from coursekit.bench import device_name, host_us_rounds, summarize
 PROCESSES = 3  # host-bound at small sizes: three fresh processes give the run-to-run spread
 BLOCKS = 4
 CUDA_ONLY_MODES = ["eager-cudagraph", "reduce-overhead", "max-autotune-no-cudagraphs"]
-AUTOTUNED_TOKENS = (1, 4096)  # max-autotune only here: a cold autotune costs about a minute per size (m03/costs)
+AUTOTUNED_TOKENS = (1, 4096)  # max-autotune only here: a cold autotune costs 15 s to a minute per size (m03/costs)
 KERNEL_LIST_TOKENS = (1, 4096)  # where each variant's kernels are stored by name
 
 
