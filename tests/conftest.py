@@ -16,6 +16,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+# Triton decides at import whether its kernels run in the interpreter, and the first test module
+# to import it fixes that for the session: on a machine without a GPU, the interpreter from the
+# start (tests/test_m07_kernels.py runs Triton kernels in this process).
+if shutil.which("nvidia-smi") is None:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
 
 _child_tmp = None  # set for the session by children_tmpdir below
 
