@@ -2,6 +2,7 @@
 
 import functools
 import http.server
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -21,6 +22,21 @@ sys.path.insert(0, str(ROOT))
 # start (tests/test_m07_kernels.py runs Triton kernels in this process).
 if shutil.which("nvidia-smi") is None:
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def load_snippet(key: str):
+    """snippets/<key>.py as a module, as the build job's runner loads one: its folder on sys.path
+    while it runs, so that an import of a sibling snippet resolves."""
+    path = ROOT / "snippets" / f"{key}.py"
+    spec = importlib.util.spec_from_file_location(key.replace("/", "_"), path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(path.parent))
+    return module
 
 
 _child_tmp = None  # set for the session by children_tmpdir below

@@ -2,30 +2,21 @@
 branch, script rejects ordinary Python, explain finds the print's break, the guards are what the page
 says, and past the recompile limit the answers stay right while nothing more is compiled."""
 
-import importlib.util
-
 import pytest
 import torch
-from conftest import ROOT
+from conftest import ROOT, load_snippet
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.jit's, in torch 2.13
 
 
-def load(name):
-    spec = importlib.util.spec_from_file_location(f"m04_{name}", ROOT / "snippets" / "m04" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def routes():
-    return load("failed_routes")
+    return load_snippet("m04/failed_routes")
 
 
 @pytest.fixture(scope="module")
 def guards():
-    return load("guards")
+    return load_snippet("m04/guards")
 
 
 def test_the_trace_is_silently_wrong_on_the_other_branch(routes):
@@ -109,7 +100,7 @@ def test_the_guards_pass_only_where_they_were_built_and_grow_with_the_inputs(gua
 
 
 def test_the_chain_grows_the_graph():
-    compile_time = load("compile_time")
+    compile_time = load_snippet("m04/compile_time")
     x, w = torch.randn(8, 8), torch.randn(8, 8)
     ops = [compile_time.first_call_s(compile_time.chain(s), x, w, "eager", cold=False)[1] for s in (2, 4)]
     assert ops == [6, 12]

@@ -12,56 +12,29 @@ so on the CPU the matmul is checked in float16, the other 16-bit type with the s
 of a float32 accumulator; on a GPU these tests run in bfloat16.
 """
 
-import importlib.util
 import math
-import sys
 
 import pytest
 import torch
-from conftest import ROOT
+from conftest import load_snippet
 
-SNIPPETS = ROOT / "snippets" / "m07"
 CUDA = torch.cuda.is_available()
 DEV = "cuda" if CUDA else "cpu"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def interpreter():
-    """Without a GPU, Triton's interpreter for this module's tests, and only for them: Triton reads
-    TRITON_INTERPRET when a kernel is defined and again while the interpreter runs one, so it is set
-    for the whole module (as the snippets themselves would set it) and put back afterwards."""
-    with pytest.MonkeyPatch.context() as mp:
-        if not CUDA:
-            mp.setenv("TRITON_INTERPRET", "1")
-        yield
-
-
-def load(name: str):
-    """A snippet of module 07 as a module, the way the build job's runner loads one."""
-    spec = importlib.util.spec_from_file_location(f"m07_{name}", SNIPPETS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    sys.path.insert(0, str(SNIPPETS))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(SNIPPETS))
-    return module
-
-
 @pytest.fixture(scope="module")
 def vector_add():
-    return load("vector_add")
+    return load_snippet("m07/vector_add")
 
 
 @pytest.fixture(scope="module")
 def softmax():
-    return load("softmax")
+    return load_snippet("m07/softmax")
 
 
 @pytest.fixture(scope="module")
 def matmul():
-    return load("matmul")
+    return load_snippet("m07/matmul")
 
 
 # ---------------------------------------------------------------- vector add
