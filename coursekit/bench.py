@@ -14,6 +14,9 @@ repetitions.
 - ``issue_us(fn)``: host time for one call to return, starting from an idle GPU.
 - ``gpu_us(fn)``: device time of one call, ``triton.testing.do_bench`` (CUDA events, a warm-up,
   an L2 flush between calls). On a machine without a GPU it falls back to host timing.
+- ``gpu_us_each(variants)``: ``gpu_us`` for several variants, interleaved round by round, so that
+  drift in the GPU's clocks (power, heat over a long run) lands on every variant alike; sample ``i``
+  of each comes from round ``i`` (kept as ``"rounds"``, for paired ratios between variants).
 - ``graph_us(fn)``: device time of one call with launch gaps removed: ``fn`` is captured many
   times into one CUDA graph and replayed (``triton.testing.do_bench_cudagraph``).
 
@@ -32,6 +35,7 @@ from coursekit.stats import summarize
 __all__ = [
     "device_name",
     "gpu_us",
+    "gpu_us_each",
     "graph_us",
     "host_us",
     "host_us_each",
@@ -125,6 +129,24 @@ def gpu_us(fn, warmup_ms: int = 25, rep_ms: int = 200) -> dict:
 
     times_ms = do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="all")
     return summarize([t * 1e3 for t in times_ms], "us", "device")
+
+
+def gpu_us_each(variants: dict, rounds: int = 15, warmup_ms: int = 100, rep_ms: int = 25) -> dict:
+    """``{name: summary}`` of device microseconds per call for each ``fn`` in ``variants`` (name to
+    fn), timed in turn round after round: each round takes one sample per variant, the median of a
+    short ``do_bench`` (events, L2 flushed between calls); the summaries keep their ``rounds``.
+    Warm-up: ``warmup_ms`` of each variant before the first round."""
+    if not torch.cuda.is_available():
+        return {name: host_us(fn, calls=3, repeats=3, warmup=1) for name, fn in variants.items()}
+    from triton.testing import do_bench
+
+    for fn in variants.values():
+        do_bench(fn, warmup=warmup_ms, rep=1)
+    samples = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, fn in variants.items():
+            samples[name].append(do_bench(fn, warmup=0, rep=rep_ms, return_mode="median") * 1e3)
+    return {name: summarize(s, "us", "device", rounds=True) for name, s in samples.items()}
 
 
 def graph_us(fn, rep_ms: int = 50) -> dict:

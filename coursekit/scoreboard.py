@@ -9,8 +9,11 @@ A snippet that races declares it in its data, as a list under ``"races"``; each 
      "chapter": "part-k/07-triton.md"}          # the page that tells the story
 
 ``rows()`` reads every result of one hardware set and returns one row per race: the medians,
-the ratio ``theirs / ours`` (above 1: ours is faster), its spread (``ratio_p10``, from ours'
-slow end and theirs' fast end) and whether the bar is met. A missed bar is a row like any
+the ratio ``theirs / ours`` (above 1: ours is faster), its spread and whether the bar is met.
+Where both summaries keep their ``rounds`` from the same interleaved rounds
+(``coursekit.bench.gpu_us_each``), the ratio is the median of the per-round ratios and
+``ratio_p10`` their 10th percentile ("paired"); otherwise the ratio of the medians, and
+``ratio_p10`` from ours' slow end and theirs' fast end. A missed bar is a row like any
 other, with ``meets`` false: the page and ``scripts/scoreboard.py --json`` report it.
 
 Nothing here imports torch.
@@ -21,6 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from coursekit import results as store
+from coursekit.stats import summarize
 
 RACE_FIELDS = ("name", "peer", "ours", "theirs", "bar", "chapter")
 
@@ -50,7 +54,12 @@ def rows(hardware: str = store.REFERENCE_HARDWARE, results_dir: Path = store.RES
         for i, race in enumerate(doc["data"].get("races", [])):
             check_race(race, f"{path}: data.races.{i}")
             ours, theirs = race["ours"], race["theirs"]
-            ratio = theirs["median"] / ours["median"]
+            paired = len(ours.get("rounds", [])) == len(theirs.get("rounds", [])) > 0
+            if paired:
+                per_round = summarize([t / o for t, o in zip(theirs["rounds"], ours["rounds"])], "x")
+                ratio, ratio_p10 = per_round["median"], per_round["p10"]
+            else:  # ours at its slow end, theirs at its fast end
+                ratio, ratio_p10 = theirs["median"] / ours["median"], theirs["p10"] / ours["p90"]
             out.append(
                 {
                     "name": race["name"],
@@ -59,7 +68,8 @@ def rows(hardware: str = store.REFERENCE_HARDWARE, results_dir: Path = store.RES
                     "theirs": theirs["median"],
                     "unit": ours["unit"],
                     "ratio": ratio,
-                    "ratio_p10": theirs["p10"] / ours["p90"],  # ours at its slow end, theirs at its fast end
+                    "ratio_p10": ratio_p10,
+                    "paired": paired,
                     "bar": race["bar"],
                     "meets": ratio >= race["bar"],
                     "hardware": hardware,

@@ -137,11 +137,11 @@ def matmul_tolerance(dtype, k):
     return 2 * half_ulp, 2 * half_ulp * math.sqrt(k)
 
 
-def small_config(bm, bn, bk, warps=4, group_m=2):
+def small_config(bm, bn, bk, warps=4, group_m=2, **more):
     import triton
 
     return triton.Config(
-        {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m}, num_warps=warps, num_stages=2
+        {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m, **more}, num_warps=warps, num_stages=2
     )
 
 
@@ -166,6 +166,30 @@ def test_matmul_steps_match_torch_mm(matmul, step, shape):
     rtol, atol = matmul_tolerance(MATMUL_DTYPE, K)
     torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=rtol, atol=atol)
     assert buffer[M:].isnan().all(), "the kernel wrote rows past M"
+
+
+@pytest.mark.parametrize("step", ["tma", "warp_specialized"])
+def test_matmul_epilogue_in_two_halves(matmul, step):
+    """EPILOGUE_SUBTILE: the output tile stored as its left and right halves, each in its place (a
+    swap of the halves, or a half written twice, fails), with partial tiles at the edges."""
+    M, N, K = 100, 72, 88
+    a = torch.randn(M, K, device=DEV).to(MATMUL_DTYPE)
+    b = torch.randn(K, N, device=DEV).to(MATMUL_DTYPE)
+    c = torch.full((M, N), float("nan"), device=DEV, dtype=MATMUL_DTYPE)
+    matmul.matmul(step, a, b, c, config=small_config(32, 32, 32, EPILOGUE_SUBTILE=True))
+    rtol, atol = matmul_tolerance(MATMUL_DTYPE, K)
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=rtol, atol=atol)
+
+
+def test_persistent_matmul_with_its_tile_loop_apart(matmul):
+    """FLATTEN=False: the persistent kernel's tile loop kept apart from its K loop, same answer."""
+    M, N, K = 100, 72, 88
+    a = torch.randn(M, K, device=DEV).to(MATMUL_DTYPE)
+    b = torch.randn(K, N, device=DEV).to(MATMUL_DTYPE)
+    c = torch.full((M, N), float("nan"), device=DEV, dtype=MATMUL_DTYPE)
+    matmul.matmul("persistent", a, b, c, config=small_config(32, 32, 32, FLATTEN=False))
+    rtol, atol = matmul_tolerance(MATMUL_DTYPE, K)
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=rtol, atol=atol)
 
 
 @pytest.mark.parametrize("step", STEPS)

@@ -44,6 +44,17 @@ def test_rows_give_the_ratio_and_whether_the_bar_is_met(tmp_path):
     assert rows["slow"]["hardware"] == "nvidia-h200" and rows["slow"]["chapter"] == "part-k/07-triton.md"
 
 
+def test_races_timed_in_the_same_rounds_are_decided_on_per_round_ratios(tmp_path):
+    """Interleaved rounds: a slow round of the GPU slows both sides, and the ratio stays put; the
+    ratio of medians would mix rounds and call it a loss."""
+    ours = {**summary(10.0, 10.0, 20.0), "rounds": [10.0, 10.0, 20.0, 10.0, 20.0]}
+    theirs = {**summary(19.0, 11.0, 22.0), "rounds": [11.0, 11.0, 22.0, 11.0, 22.0]}
+    store_races(tmp_path, "m07/mm", [race(ours, theirs, bar=1.05, name="paired")])
+    (row,) = scoreboard.rows("nvidia-h200", tmp_path)
+    assert row["paired"] and row["ratio"] == pytest.approx(1.1) and row["ratio_p10"] == pytest.approx(1.1)
+    assert row["meets"]
+
+
 def test_script_prints_json_rows_and_exits_0_when_a_bar_is_missed(tmp_path):
     store_races(tmp_path, "m07/add", [race(summary(20.0), summary(10.0), bar=1.0)])
     proc = run_python(["scripts/scoreboard.py", "--json", "--results-dir", str(tmp_path)], timeout=60)

@@ -29,7 +29,7 @@ import triton  # noqa: E402  (imported after the switch above, as Triton's docum
 import triton.language as tl  # noqa: E402
 
 # --8<-- [end:imports]
-from coursekit.bench import device_name, gpu_us, rate  # noqa: E402
+from coursekit.bench import device_name, gpu_us_each, rate, summarize  # noqa: E402
 
 PROCESSES = 1  # one process: every number here is a device-side time (CUDA events), not a host timing
 
@@ -38,9 +38,9 @@ SMALL_SIZES = [96]  # on the CPU: one tile of the largest blocks, not a multiple
 
 
 # --8<-- [start:configs]
-def config(bm, bn, bk, stages, warps):
+def config(bm, bn, bk, stages, warps, **more):
     return triton.Config(
-        {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=stages, num_warps=warps
+        {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, **more}, num_stages=stages, num_warps=warps
     )
 
 
@@ -51,8 +51,22 @@ CONFIGS = [
     config(128, 128, 64, 4, 4),
     config(128, 128, 64, 4, 8),
 ]
-# Hopper's warp specialization takes num_warps=4 (one warp group each for the producer and each consumer).
-WS_CONFIGS = [config(128, 256, 64, 3, 4), config(256, 128, 64, 3, 4), config(128, 128, 64, 4, 4)]
+# Step 2 also tries its tile loop flattened into the K loop (one software pipeline across tiles) or not.
+PERSISTENT_CONFIGS = [config(bm, bn, 64, 3, 8, FLATTEN=f) for bm, bn in ((128, 256), (256, 128)) for f in (True, False)]
+# Steps 3 and 4 also choose whether the output tile is stored in two halves (see the kernel).
+TMA_CONFIGS = [
+    config(128, 256, 64, 3, 8, EPILOGUE_SUBTILE=False),
+    config(128, 256, 64, 3, 8, EPILOGUE_SUBTILE=True),
+    config(128, 256, 64, 4, 8, EPILOGUE_SUBTILE=True),
+    config(256, 128, 64, 4, 8, EPILOGUE_SUBTILE=True),
+]
+# Warp specialization: one producer warp group issuing TMA loads, the rest consuming with wgmma.
+WS_CONFIGS = [
+    config(128, 256, 64, 3, 8, EPILOGUE_SUBTILE=False),
+    config(128, 256, 64, 4, 8, EPILOGUE_SUBTILE=True),
+    config(128, 256, 64, 3, 4, EPILOGUE_SUBTILE=False),
+    config(256, 128, 64, 3, 4, EPILOGUE_SUBTILE=False),
+]
 
 
 def cpu_autotune_bench(kernel_call, quantiles):
@@ -111,20 +125,24 @@ def matmul_kernel(
 
 
 # --8<-- [start:persistent]
-@triton.autotune(configs=CONFIGS, key=["M", "N", "K"], do_bench=AUTOTUNE_BENCH)
+@triton.autotune(configs=PERSISTENT_CONFIGS, key=["M", "N", "K"], do_bench=AUTOTUNE_BENCH)
 @triton.jit
 def matmul_kernel_persistent(
     a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    NUM_SMS: tl.constexpr,
+    NUM_SMS: tl.constexpr, FLATTEN: tl.constexpr = True,
 ):  # fmt: skip
     num_pid_m, num_pid_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
     # One program per SM; program p computes tiles p, p + NUM_SMS, p + 2 NUM_SMS, ...
-    for tile_id in tl.range(tl.program_id(0), num_pid_m * num_pid_n, NUM_SMS, flatten=True):
+    for tile_id in tl.range(tl.program_id(0), num_pid_m * num_pid_n, NUM_SMS, flatten=FLATTEN):
         pid_m, pid_n = tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
-        offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
-        offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        # Rows past the end read row 0 (never stored). The hints promise what the `% M` of the tutorial
+        # let the compiler prove: runs of BLOCK_M contiguous offsets, so loads are vectorized.
+        offs_m = tl.max_contiguous(tl.multiple_of(tl.where(offs_m < M, offs_m, 0), BLOCK_M), BLOCK_M)
+        offs_n = tl.max_contiguous(tl.multiple_of(tl.where(offs_n < N, offs_n, 0), BLOCK_N), BLOCK_N)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for k in range(0, tl.cdiv(K, BLOCK_K)):
             ks = k * BLOCK_K + offs_k
@@ -145,13 +163,16 @@ def matmul_kernel_persistent(
 def matmul_kernel_descriptors(
     a_ptr, b_ptr, c_ptr, M, N, K,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    NUM_SMS: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+    NUM_SMS: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr = False,
 ):  # fmt: skip
     # Tensor descriptors: the shape, strides and tile shape of each matrix, made on the device; a load
     # or store through one is a TMA copy of a whole tile, out-of-bounds parts read as zeros, not written.
     a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
     b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[N, 1], block_shape=[BLOCK_K, BLOCK_N])
-    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
+    # With EPILOGUE_SUBTILE the output tile leaves in two halves: half the shared memory for the store,
+    # which leaves room for one more stage of A and B tiles in flight.
+    C_N: tl.constexpr = BLOCK_N // 2 if EPILOGUE_SUBTILE else BLOCK_N
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, C_N])
     num_pid_m, num_pid_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
     # Hopper's warp specialization takes the tile loop as it is written: flattening is for the other case.
     for tile_id in tl.range(
@@ -163,11 +184,17 @@ def matmul_kernel_descriptors(
             a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
             b = b_desc.load([k * BLOCK_K, pid_n * BLOCK_N])
             acc = tl.dot(a, b, acc)
-        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_ptr.dtype.element_ty))
+        c = acc.to(c_ptr.dtype.element_ty)
+        if EPILOGUE_SUBTILE:
+            left, right = tl.split(tl.permute(tl.reshape(c, (BLOCK_M, 2, C_N)), (0, 2, 1)))
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], left)
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N + C_N], right)
+        else:
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], c)
 
 
 # Steps 3 and 4 are this one kernel, autotuned over different candidates.
-matmul_kernel_tma = triton.autotune(configs=CONFIGS, key=["M", "N", "K"], do_bench=AUTOTUNE_BENCH)(
+matmul_kernel_tma = triton.autotune(configs=TMA_CONFIGS, key=["M", "N", "K"], do_bench=AUTOTUNE_BENCH)(
     matmul_kernel_descriptors
 )
 matmul_kernel_ws = triton.autotune(configs=WS_CONFIGS, key=["M", "N", "K"], do_bench=AUTOTUNE_BENCH)(
@@ -251,21 +278,16 @@ def compiled_facts(compiled) -> dict:
 
 
 def time_size(size: int, dtype: torch.dtype, dev: str, notes: list) -> dict:
-    """One size: torch.mm, then each step (tuned first), then torch.mm again (a check on clock drift
-    over the minute the steps take). The tensors are freed on return."""
+    """One size: each step tuned and checked, then torch.mm and every step timed in turn, round after
+    round, so that the clocks' drift over the run (a long GEMM run heats the GPU and lowers them)
+    lands on all alike. The tensors are freed on return."""
     cuda = dev == "cuda"
     a = torch.randn(size, size, device=dev, dtype=dtype)  # random data, never zeros
     b = torch.randn(size, size, device=dev, dtype=dtype)
     c = torch.empty(size, size, device=dev, dtype=dtype)
     flops = 2 * size**3
     expected = torch.mm(a, b)
-    warm = {"warmup_ms": 250, "rep_ms": 200}  # a quarter second of warm-up: clocks settle first
-
-    def timed(fn):
-        t = gpu_us(fn, **warm) if cuda else gpu_us(fn)
-        return {"time_us": t, "TFLOPs": rate(t, flops / 1e12, "TFLOP/s")}
-
-    out = {"size": size, "cublas": timed(lambda: torch.mm(a, b, out=c)), "steps": []}
+    rows, calls = [], {"cublas": lambda: torch.mm(a, b, out=c)}
     for step in KERNELS:
         try:
             matmul(step, a, b, c)  # tunes on the first call for this shape: every candidate writes c
@@ -276,20 +298,30 @@ def time_size(size: int, dtype: torch.dtype, dev: str, notes: list) -> dict:
             continue
         written = not c.isnan().any().item()
         kernel = KERNELS[step]
-        row = {
-            "step": step,
-            "config": config_dict(kernel.best_config),
-            "autotune": autotune_report(kernel, cuda),
-            "compiled": compiled_facts(compiled),
-            "all_written": written,
-            "max_abs_diff_vs_torch": (c.float() - expected.float()).abs().max().item() if written else -1.0,
-            **timed(lambda: matmul(step, a, b, c)),
-        }
-        row["vs_cublas"] = out["cublas"]["time_us"]["median"] / row["time_us"]["median"]
-        out["steps"].append(row)
-    out["cublas_after"] = timed(lambda: torch.mm(a, b, out=c))
-    out["max_abs_expected"] = expected.float().abs().max().item()
-    return out
+        rows.append(
+            {
+                "step": step,
+                "config": config_dict(kernel.best_config),
+                "autotune": autotune_report(kernel, cuda),
+                "compiled": compiled_facts(compiled),
+                "all_written": written,
+                "max_abs_diff_vs_torch": (c.float() - expected.float()).abs().max().item() if written else -1.0,
+            }
+        )
+        calls[step] = lambda step=step: matmul(step, a, b, c)
+    times = gpu_us_each(calls, rounds=15, warmup_ms=250, rep_ms=40)  # a quarter second of warm-up each first
+    cublas = times["cublas"]
+    for row in rows:
+        t = times[row["step"]]
+        row.update(time_us=t, TFLOPs=rate(t, flops / 1e12, "TFLOP/s"))
+        # cuBLAS's time over this step's, round by round: above 1, the step is faster
+        row["vs_cublas"] = summarize([x / y for x, y in zip(cublas["rounds"], t["rounds"])], "x")
+    return {
+        "size": size,
+        "cublas": {"time_us": cublas, "TFLOPs": rate(cublas, flops / 1e12, "TFLOP/s")},
+        "steps": rows,
+        "max_abs_expected": expected.float().abs().max().item(),
+    }
 
 
 def measure(small: bool = False) -> dict:
@@ -310,7 +342,7 @@ def measure(small: bool = False) -> dict:
     races = []  # the scoreboard's rows (coursekit/scoreboard.py): the fastest step at each size against cuBLAS
     for p in points:
         if p["steps"]:
-            best = max(p["steps"], key=lambda s: s["vs_cublas"])
+            best = max(p["steps"], key=lambda s: s["vs_cublas"]["median"])
             races.append(
                 {
                     "name": f"Triton {str(dtype).removeprefix('torch.')} matmul {p['size']}^3 ({best['step']})",
@@ -334,14 +366,13 @@ if __name__ == "__main__":
     r = measure(small=not torch.cuda.is_available())
     print(f"{r['dtype']} matmul on {device_name()}: TFLOP/s (2 M N K per product)")
     for p in r["points"]:
-        print(f"  {p['size']}^3: cuBLAS {p['cublas']['TFLOPs']['median']:.1f}, again at the end ", end="")
-        print(f"{p['cublas_after']['TFLOPs']['median']:.1f}")
+        print(f"  {p['size']}^3: cuBLAS {p['cublas']['TFLOPs']['median']:.1f}")
         for s in p["steps"]:
             cfg, facts = s["config"], s["compiled"]
             tile = f"{cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']} s{cfg['num_stages']} w{cfg['num_warps']}"
             ws = f", specialized: {facts['warp_specialized']}" if facts else ""
             print(
-                f"    {s['step']:<17} {s['TFLOPs']['median']:8.1f}  {s['vs_cublas']:5.2f}x cuBLAS  "
+                f"    {s['step']:<17} {s['TFLOPs']['median']:8.1f}  {s['vs_cublas']['median']:5.2f}x cuBLAS  "
                 f"[{tile}{ws}]  max |diff| {s['max_abs_diff_vs_torch']:.3g}"
             )
     for note in r["notes"]:

@@ -25,7 +25,7 @@ import triton  # noqa: E402  (imported after the switch above, as Triton's docum
 import triton.language as tl  # noqa: E402
 
 # --8<-- [end:imports]
-from coursekit.bench import device_name, gpu_us, rate  # noqa: E402
+from coursekit.bench import device_name, gpu_us_each, rate, summarize  # noqa: E402
 
 PROCESSES = 1  # one process: every number here is a device-side time (CUDA events), not a host timing
 
@@ -36,10 +36,10 @@ SMALL_SHAPES = [(5, 64), (3, 1000)]  # (rows, N) on the CPU: a row shorter than 
 
 
 # --8<-- [start:configs]
-# Candidates for the autotuner: one-pass with 1 or 4 rows per program, or online in CHUNK-wide blocks.
+# Candidates for the autotuner: one-pass with 1 to 16 rows per program, or online in CHUNK-wide blocks.
 SOFTMAX_CONFIGS = (
     [triton.Config({"ROWS": 1, "ONLINE": False, "CHUNK": 1}, num_warps=w) for w in (4, 8, 16, 32)]
-    + [triton.Config({"ROWS": 4, "ONLINE": False, "CHUNK": 1}, num_warps=w) for w in (4, 8)]
+    + [triton.Config({"ROWS": r, "ONLINE": False, "CHUNK": 1}, num_warps=w) for r, w in ((4, 4), (4, 8), (8, 8), (16, 16))]
     + [triton.Config({"ROWS": 1, "ONLINE": True, "CHUNK": c}, num_warps=w) for c, w in ((2048, 4), (4096, 8))]
 )
 
@@ -140,6 +140,11 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: triton.Con
 # --8<-- [end:kernel]
 
 
+def paired_ratio(theirs: dict, ours: dict) -> dict:
+    """theirs / ours round by round (both timed in the same rounds): a summary of the ratios."""
+    return summarize([t / o for t, o in zip(theirs["rounds"], ours["rounds"])], "x")
+
+
 def finite_ms(timing) -> float | None:
     """The median of an autotuner timing; None for a candidate that failed to compile or launch (inf)."""
     ms = timing[0] if isinstance(timing, list | tuple) else timing
@@ -172,11 +177,9 @@ def time_shape(n_rows: int, n_cols: int, dtype: torch.dtype, dev: str, backend: 
     got = softmax(x, out.fill_(float("nan")))  # the winner alone: an element it does not write stays NaN
     written = not got.isnan().any().item()
     diff = (got.float() - expected.float()).abs().max().item() if written else -1.0
-    times = {
-        "triton": gpu_us(lambda: softmax(x, out)),
-        "torch_eager": gpu_us(lambda: torch.softmax(x, dim=-1)),
-        "torch_compile": gpu_us(lambda: compiled(x)),
-    }
+    # The three in turn, round after round: a drift in clocks over the run lands on all three alike.
+    variants = {"triton": lambda: softmax(x, out), "torch_eager": lambda: torch.softmax(x, dim=-1)}
+    times = gpu_us_each({**variants, "torch_compile": lambda: compiled(x)}, rounds=20)
     return {
         "n_cols": n_cols,
         "n_rows": n_rows,
@@ -188,9 +191,9 @@ def time_shape(n_rows: int, n_cols: int, dtype: torch.dtype, dev: str, backend: 
             "compiled_vs_eager": (compiled_out.float() - expected.float()).abs().max().item(),
         },
         "variants": {name: {"time_us": t, "GBps": rate(t, moved / 1e9, "GB/s")} for name, t in times.items()},
-        "speedup": {
-            "vs_eager": times["torch_eager"]["median"] / times["triton"]["median"],
-            "vs_compile": times["torch_compile"]["median"] / times["triton"]["median"],
+        "speedup": {  # per round: the peer's time over ours, in the same round
+            "vs_eager": paired_ratio(times["torch_eager"], times["triton"]),
+            "vs_compile": paired_ratio(times["torch_compile"], times["triton"]),
         },
     }
 
@@ -247,7 +250,7 @@ if __name__ == "__main__":
         print(
             f"  {p['dtype']:<9} {p['n_rows']:>6} x {p['n_cols']:<6}"
             + "".join(f" {v[k]['GBps']['median']:9.1f}" for k in ("triton", "torch_eager", "torch_compile"))
-            + f" {s['vs_eager']:8.2f}x {s['vs_compile']:8.2f}x  {way}, {c['num_warps']} warps"
+            + f" {s['vs_eager']['median']:8.2f}x {s['vs_compile']['median']:8.2f}x  {way}, {c['num_warps']} warps"
         )
     for note in r["notes"]:
         print(f"  note: {note}")

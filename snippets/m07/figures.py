@@ -1,0 +1,452 @@
+"""Figures and computed values for module 07: Triton kernels against their peers and the ceilings.
+
+``results(key)`` returns a stored result's data: "m07/vector_add", "m07/softmax", "m07/matmul",
+"m07/artifacts" (snippets/m07/*.py) and "methodology/ceilings" (copy bandwidth and the bf16 GEMM
+rate, measured in the same build). Everything here reads the stored data generically: a matmul
+step, a config field or a compiled fact added to a snippet shows up without a change here.
+"""
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+STEP_LABELS = {  # the matmul's steps, in the order the snippet runs them; an unknown step keeps its own name
+    "tutorial": "tutorial",
+    "persistent": "persistent",
+    "tma": "TMA descriptors",
+    "warp_specialized": "warp specialisation",
+}
+VARIANT_LABELS = {
+    "triton": "Triton (this chapter's kernel)",
+    "torch_eager": "torch.softmax (eager)",
+    "torch_compile": "torch.compile(torch.softmax)",
+}
+DTYPE_SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+TILE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
+
+
+def _spread(lows, mids, highs):
+    """Error bars from the 10th to the 90th percentile around the median."""
+    return {
+        "type": "data",
+        "symmetric": False,
+        "array": [h - m for m, h in zip(mids, highs)],
+        "arrayminus": [m - lo for lo, m in zip(lows, mids)],
+    }
+
+
+def _ratio(a: dict, b: dict, unit: str = "") -> dict:
+    """a / b for two summaries timed apart: the ratio of medians, and a worst-case spread (the
+    ends of both spreads combined), so that a claim on it holds for every combination of the two."""
+    return {
+        "median": a["median"] / b["median"],
+        "p10": a["p10"] / b["p90"],
+        "p90": a["p90"] / b["p10"],
+        "min": a["min"] / b["max"],
+        "max": a["max"] / b["min"],
+        "n": min(a["n"], b["n"]),
+        "unit": unit,
+    }
+
+
+def _yes(flag) -> str:
+    return "yes" if flag else "no"
+
+
+def _step_label(step: str) -> str:
+    return STEP_LABELS.get(step, step.replace("_", " "))
+
+
+def _tile_text(cfg: dict) -> str:
+    """A matmul config in one line: tile, stages, warps, then any other field the snippet stores."""
+    text = f"{cfg['BLOCK_M']}×{cfg['BLOCK_N']}×{cfg['BLOCK_K']} tile, {cfg['num_stages']} stages, {cfg['num_warps']} warps"
+    extra = [f"{k}={v}" for k, v in cfg.items() if k not in TILE_KEYS and k != "autotune_ms"]
+    return text + (", " + ", ".join(extra) if extra else "")
+
+
+# ---------------------------------------------------------------- vector add
+
+
+def vector_add_facts(results) -> dict:
+    """The vector add against torch.add and the two copies: the one timed in the same run (same
+    bytes) and the ceiling of methodology/ceilings."""
+    data = results("m07/vector_add")
+    ceiling = results("methodology/ceilings")["copy"]["GBps"]
+    rows = data["triton"]
+    tutorial = next((r for r in rows if r.get("tutorial")), rows[0])
+    others = [r for r in rows if r is not tutorial]
+    return {
+        # above 1: the Triton kernel is faster (torch.add's time over ours)
+        "vs_torch_add": _ratio(data["torch_add"]["time_us"], tutorial["time_us"]),
+        "tutorial_of_copy": _ratio(tutorial["GBps"], data["copy"]["GBps"]),
+        "tutorial_of_ceiling": _ratio(tutorial["GBps"], ceiling),
+        "torch_add_of_copy": _ratio(data["torch_add"]["GBps"], data["copy"]["GBps"]),
+        "largest_slowdown_vs_tutorial": max(
+            (r["time_us"]["median"] / tutorial["time_us"]["median"] - 1 for r in others), default=0.0
+        ),
+        "tensor_gib": data["numel"] * 4 / 2**30,
+        "matches_torch": _yes(data["matches_torch"]),
+    }
+
+
+def vector_add_roofline(results) -> go.Figure:
+    """GB/s of torch.add and of each BLOCK_SIZE / num_warps pair, against the copy of the same bytes
+    in the same run and the build's copy ceiling."""
+    data = results("m07/vector_add")
+    ceiling = results("methodology/ceilings")["copy"]["GBps"]
+    names = ["torch.add"]
+    rates = [data["torch_add"]["GBps"]]
+    for r in data["triton"]:
+        tag = " (the tutorial's)" if r.get("tutorial") else ""
+        names.append(f"Triton, BLOCK_SIZE={r['block_size']}, {r['num_warps']} warps{tag}")
+        rates.append(r["GBps"])
+    mids = [g["median"] for g in rates]
+    fig = go.Figure(
+        go.Bar(
+            y=names,
+            x=mids,
+            orientation="h",
+            error_x=_spread([g["p10"] for g in rates], mids, [g["p90"] for g in rates]),
+            hovertemplate="%{y}: %{x:,.0f} GB/s (median; whiskers: 10th–90th percentile)<extra></extra>",
+            name="vector add, bytes read + written",
+        )
+    )
+    for value, text, dash in (
+        (data["copy"]["GBps"]["median"], "copy of the same bytes, this run", "dash"),
+        (ceiling["median"], "copy ceiling (methodology)", "dot"),
+    ):
+        fig.add_vline(x=value, line_dash=dash)
+        fig.add_trace(
+            go.Scatter(
+                x=[value, value],
+                y=[names[0], names[-1]],
+                mode="lines",
+                line={"dash": dash},
+                name=f"{text}: {value:,.0f} GB/s",
+                hoverinfo="skip",
+            )
+        )
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(title_text="GB/s (bytes read + written per second)", rangemode="tozero")
+    fig.update_layout(
+        height=380,
+        margin={"l": 340, "r": 20, "t": 20, "b": 60},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.25},
+    )
+    return fig
+
+
+# ---------------------------------------------------------------- softmax
+
+
+def _way(cfg: dict) -> str:
+    if cfg.get("ONLINE"):
+        return f"online, chunks of {cfg['CHUNK']}"
+    rows = cfg.get("ROWS", 1)
+    return f"one pass, {rows} row{'s' if rows > 1 else ''} per program"
+
+
+def _row_block(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def softmax_facts(results) -> dict:
+    """Per dtype and row length (key like fp32_8192): each variant's share of the copy ceiling,
+    the autotuner's choice in words, and the values each thread holds in one pass; and the
+    choices as a text table."""
+    data = results("m07/softmax")
+    ceiling = results("methodology/ceilings")["copy"]["GBps"]
+    by, lines = {}, []
+    lines.append(f"{'dtype':<9} {'N':>6}  {'the autotuner kept':<34} {'warps':>5} {'values/thread':>13}")
+    for p in data["points"]:
+        cfg = p["config"]
+        key = f"{DTYPE_SHORT.get(p['dtype'], p['dtype'])}_{p['n_cols']}"
+        per_thread = cfg.get("ROWS", 1) * _row_block(p["n_cols"]) // (32 * cfg["num_warps"])
+        if cfg.get("ONLINE"):
+            per_thread = cfg["CHUNK"] // (32 * cfg["num_warps"])
+        entry = {
+            "way": _way(cfg),
+            "num_warps": cfg["num_warps"],
+            "values_per_thread": per_thread,
+            "candidates": len(cfg.get("candidates", [])),
+            "n_rows": p["n_rows"],
+        }
+        for name, v in p["variants"].items():
+            entry[f"{name}_of_ceiling"] = _ratio(v["GBps"], ceiling)
+        by[key] = entry
+        lines.append(f"{p['dtype']:<9} {p['n_cols']:>6}  {entry['way']:<34} {cfg['num_warps']:>5} {per_thread:>13}")
+    return {"by": by, "config_table": "\n".join(lines), "copy_ceiling_GBps": ceiling}
+
+
+def softmax_bandwidth(results) -> go.Figure:
+    """GB/s (one read and one write of the tensor) against the row length N, per dtype: the Triton
+    kernel, torch.softmax eager and compiled, and the copy ceiling."""
+    data = results("m07/softmax")
+    ceiling = results("methodology/ceilings")["copy"]["GBps"]["median"]
+    dtypes = list(dict.fromkeys(p["dtype"] for p in data["points"]))
+    fig = make_subplots(rows=1, cols=len(dtypes), shared_yaxes=True, subplot_titles=dtypes, horizontal_spacing=0.05)
+    symbols = {"triton": "circle", "torch_eager": "square", "torch_compile": "diamond"}
+    for col, dtype in enumerate(dtypes, 1):
+        points = [p for p in data["points"] if p["dtype"] == dtype]
+        ns = [p["n_cols"] for p in points]
+        for name in points[0]["variants"]:
+            rates = [p["variants"][name]["GBps"] for p in points]
+            mids = [g["median"] for g in rates]
+            label = VARIANT_LABELS.get(name, name)
+            fig.add_trace(
+                go.Scatter(
+                    x=ns,
+                    y=mids,
+                    mode="lines+markers",
+                    name=label,
+                    legendgroup=name,
+                    showlegend=col == 1,
+                    marker={"symbol": symbols.get(name, "circle"), "size": 8},
+                    error_y=_spread([g["p10"] for g in rates], mids, [g["p90"] for g in rates]),
+                    customdata=[[p["n_rows"], _way(p["config"]), p["config"]["num_warps"]] for p in points],
+                    hovertemplate="N = %{x}, %{customdata[0]} rows: %{y:,.0f} GB/s"
+                    + (" (%{customdata[1]}, %{customdata[2]} warps)" if name == "triton" else "")
+                    + "<extra>"
+                    + label
+                    + "</extra>",
+                )
+            )
+        fig.add_trace(
+            go.Scatter(
+                x=[ns[0], ns[-1]],
+                y=[ceiling, ceiling],
+                mode="lines",
+                line={"dash": "dot", "color": "grey"},
+                name=f"copy ceiling: {ceiling:,.0f} GB/s",
+                legendgroup="ceiling",
+                showlegend=col == 1,
+                hoverinfo="skip",
+            )
+        )
+        fig.update_xaxes(
+            type="log",
+            tickvals=ns,
+            ticktext=[f"{n // 1024}k" for n in ns],
+            title_text="row length N (elements)",
+            row=1,
+            col=col,
+        )
+    fig.update_yaxes(title_text="GB/s (one read + one write of the tensor)", rangemode="tozero", row=1, col=1)
+    fig.update_layout(
+        height=480,
+        margin={"l": 70, "r": 20, "t": 40, "b": 60},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.2},
+        hovermode="closest",
+    )
+    return fig
+
+
+# ---------------------------------------------------------------- matmul
+
+
+def _pipeline_bytes(cfg: dict, elem: int) -> int:
+    """Shared memory for num_stages copies of one A tile and one B tile in flight."""
+    return cfg["num_stages"] * (cfg["BLOCK_M"] * cfg["BLOCK_K"] + cfg["BLOCK_K"] * cfg["BLOCK_N"]) * elem
+
+
+def matmul_facts(results) -> dict:
+    """Per size (key "4096") and step: the rate, its ratio to cuBLAS, to the step before and to the
+    GEMM ceiling, the autotuned config in words, and the compiled facts next to the arithmetic that
+    reads them (the shared memory a pipeline of num_stages tiles needs, the accumulator's registers).
+    Text tables: the steps, and every candidate the autotuner timed."""
+    data = results("m07/matmul")
+    ceiling = results("methodology/ceilings")["gemm"]
+    elem = 2 if data["dtype"] in ("bfloat16", "float16") else 4
+    by_size, step_lines, tune_lines = {}, [], []
+    for p in data["points"]:
+        size, cublas = p["size"], p["cublas"]
+        entry = {
+            "cublas_of_ceiling": _ratio(cublas["TFLOPs"], ceiling["TFLOPs"]),
+            "steps": {},
+        }
+        if "cublas_after" in p:
+            entry["cublas_after_vs_before"] = _ratio(p["cublas_after"]["TFLOPs"], cublas["TFLOPs"])
+        step_lines.append(f"{size}^3: torch.mm (cuBLAS) {cublas['TFLOPs']['median']:.0f} TFLOP/s")
+        step_lines.append(
+            f"  {'step':<20} {'TFLOP/s':>7} {'/cuBLAS':>7}  {'regs':>4} {'shared KiB':>10} {'wgmma':>5} {'specialised':>11}  config"
+        )
+        previous = None
+        for s in p["steps"]:
+            cfg, facts = s["config"], s.get("compiled") or {}
+            pipeline = _pipeline_bytes(cfg, elem)
+            threads = 32 * cfg["num_warps"]
+            row = {
+                "label": _step_label(s["step"]),
+                "config": _tile_text(cfg),
+                "TFLOPs": s["TFLOPs"],
+                "vs_cublas": _ratio(cublas["time_us"], s["time_us"]),  # above 1: the step is faster
+                "of_ceiling": _ratio(s["TFLOPs"], ceiling["TFLOPs"]),
+                "pipeline_kib": pipeline / 1024,
+                "accumulator_regs_per_thread": cfg["BLOCK_M"] * cfg["BLOCK_N"] // threads,
+                "all_written": _yes(s.get("all_written", True)),
+            }
+            if previous is not None:
+                row["vs_previous"] = _ratio(previous["time_us"], s["time_us"])  # above 1: faster than the step before
+                row["previous"] = _step_label(previous["step"])
+            if facts:
+                row.update(
+                    {
+                        "registers": facts.get("registers", 0),
+                        "shared_kib": facts.get("shared_bytes", 0) / 1024,
+                        "shared_minus_pipeline_kib": (facts.get("shared_bytes", 0) - pipeline) / 1024,
+                        "wgmma_in_ptx": facts.get("wgmma_in_ptx", 0),
+                        "setmaxnreg_in_ptx": facts.get("setmaxnreg_in_ptx", 0),
+                        "specialised": _yes(facts.get("warp_specialized")),
+                        "holds_a_pipeline": _yes(facts.get("shared_bytes", 0) >= pipeline),
+                    }
+                )
+            entry["steps"][s["step"]] = row
+            step_lines.append(
+                f"  {row['label']:<20} {s['TFLOPs']['median']:7.0f} {row['vs_cublas']['median']:7.2f}  "
+                f"{row.get('registers', 0):>4} {row.get('shared_kib', 0):>10.1f} {row.get('wgmma_in_ptx', 0):>5} "
+                f"{row.get('specialised', '-'):>11}  {row['config']}"
+            )
+            tune_lines.append(f"{size}^3, {row['label']}: kept {row['config']}")
+            for c in s.get("autotune", []):
+                ms = c.get("autotune_ms")
+                timing = f"{ms * 1e3:8.1f} us" if ms is not None else "  failed"
+                mark = "  <- kept" if all(c.get(k) == cfg.get(k) for k in cfg) else ""
+                tune_lines.append(f"    {timing}  {_tile_text(c)}{mark}")
+            previous = s
+        by_size[str(size)] = entry
+    return {
+        "by_size": by_size,
+        "steps_table": "\n".join(step_lines),
+        "autotune_table": "\n".join(tune_lines),
+        "ceiling_shape": ceiling.get("shape", ""),
+    }
+
+
+def matmul_steps(results) -> go.Figure:
+    """TFLOP/s of each step at each size, with torch.mm (cuBLAS) timed before and after the steps
+    and the build's GEMM ceiling; the hover names the config and the compiled facts."""
+    data = results("m07/matmul")
+    facts = matmul_facts(results)["by_size"]
+    ceiling = results("methodology/ceilings")["gemm"]["TFLOPs"]["median"]
+    sizes = [p["size"] for p in data["points"]]
+    fig = make_subplots(
+        rows=1,
+        cols=len(sizes),
+        shared_yaxes=True,
+        subplot_titles=[f"M = N = K = {s}" for s in sizes],
+        horizontal_spacing=0.05,
+    )
+    for col, p in enumerate(data["points"], 1):
+        steps = p["steps"]
+        labels = [_step_label(s["step"]) for s in steps]
+        rates = [s["TFLOPs"] for s in steps]
+        mids = [g["median"] for g in rates]
+        rows = [facts[str(p["size"])]["steps"][s["step"]] for s in steps]
+        fig.add_trace(
+            go.Bar(
+                x=labels,
+                y=mids,
+                name="Triton, per step",
+                legendgroup="steps",
+                showlegend=col == 1,
+                error_y=_spread([g["p10"] for g in rates], mids, [g["p90"] for g in rates]),
+                customdata=[
+                    [r["config"], r.get("registers", "?"), r.get("shared_kib", 0), r.get("specialised", "?")]
+                    for r in rows
+                ],
+                hovertemplate="%{x}: %{y:.0f} TFLOP/s<br>%{customdata[0]}<br>%{customdata[1]} registers per thread, "
+                "%{customdata[2]:.0f} KiB shared memory, warp-specialised: %{customdata[3]}<extra></extra>",
+            )
+        )
+        lines = [(p["cublas"], "torch.mm (cuBLAS), before the steps", "dash")]
+        if "cublas_after" in p:
+            lines.append((p["cublas_after"], "torch.mm (cuBLAS), after the steps", "longdashdot"))
+        for summary, text, dash in lines:
+            value = summary["TFLOPs"]["median"]
+            fig.add_trace(
+                go.Scatter(
+                    x=[labels[0], labels[-1]],
+                    y=[value, value],
+                    mode="lines",
+                    line={"dash": dash},
+                    name=text,
+                    legendgroup=text,
+                    showlegend=col == 1,
+                    hovertemplate=f"{text}: {value:.0f} TFLOP/s<extra></extra>",
+                )
+            )
+        fig.add_trace(
+            go.Scatter(
+                x=[labels[0], labels[-1]],
+                y=[ceiling, ceiling],
+                mode="lines",
+                line={"dash": "dot", "color": "grey"},
+                name=f"GEMM ceiling (methodology): {ceiling:.0f} TFLOP/s",
+                legendgroup="ceiling",
+                showlegend=col == 1,
+                hoverinfo="skip",
+            )
+        )
+    fig.update_yaxes(title_text="TFLOP/s (2 M N K per product)", rangemode="tozero", row=1, col=1)
+    fig.update_layout(
+        height=500,
+        margin={"l": 70, "r": 20, "t": 40, "b": 60},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.22},
+        hovermode="closest",
+        bargap=0.3,
+    )
+    return fig
+
+
+# ---------------------------------------------------------------- compiled artifacts
+
+
+def artifacts_facts(results) -> dict:
+    """The compiled TMA step in words and text blocks: its layouts, one line per stage where the
+    matmul appears, the counts of tensor-core and copy instructions in three compiled steps, and the
+    arithmetic behind its shared memory."""
+    data = results("m07/artifacts")
+    cfg, tma = data["config"], data["tma"]
+    elem = 2  # the snippet compiles for bfloat16
+    pipeline = _pipeline_bytes(cfg, elem)
+    c_tile = cfg["BLOCK_M"] * cfg["BLOCK_N"] * elem
+    ex = tma["excerpts"]
+    excerpt_lines = [
+        "TTIR   " + ex.get("ttir_dot", ""),
+        "TTGIR  " + ex.get("ttgir_dot", ""),
+        "PTX    " + ex.get("ptx_wgmma", ""),
+        "PTX    " + ex.get("ptx_tma_load", ""),
+        "SASS   " + ex.get("sass_hgmma", ""),
+    ]
+    rows = [
+        ("TTGIR ttng.warp_group_dot", "ttgir", "warp_group_dot"),
+        ("TTGIR TMA loads", "ttgir", "tma_loads"),
+        ("TTGIR cp.async loads", "ttgir", "cp_async_loads"),
+        ("TTGIR ttg.warp_specialize", "ttgir", "warp_specialize"),
+        ("PTX wgmma.mma_async", "ptx", "wgmma"),
+        ("PTX cp.async.bulk.tensor (TMA) loads", "ptx", "tma_loads"),
+        ("PTX cp.async.cg (per-thread) copies", "ptx", "cp_async"),
+        ("PTX setmaxnreg", "ptx", "setmaxnreg"),
+        ("SASS HGMMA", "sass", "HGMMA"),
+        ("SASS UTMALDG", "sass", "UTMALDG"),
+        ("SASS LDGSTS", "sass", "LDGSTS"),
+    ]
+    steps = [("tutorial", "tutorial"), ("tma", "TMA"), ("warp_specialized", "warp-specialised")]
+    count_lines = [f"{'in the code of':<38}" + "".join(f"{name:>18}" for _, name in steps)]
+    for label, stage, field in rows:
+        count_lines.append(
+            f"{label:<38}" + "".join(f"{data[s].get(stage, {}).get(field, 0):>18}" for s, _ in steps)
+        )
+    count_lines.append(f"{'shared memory (bytes)':<38}" + "".join(f"{data[s]['shared_bytes']:>18}" for s, _ in steps))
+    count_lines.append(f"{'warps':<38}" + "".join(f"{data[s]['num_warps']:>18}" for s, _ in steps))
+    return {
+        "layouts": "\n".join(data["ttgir_layouts"]),
+        "excerpts": "\n".join(excerpt_lines),
+        "counts_table": "\n".join(count_lines),
+        "pipeline_bytes": pipeline,
+        "c_tile_bytes": c_tile,
+        "rest_bytes": tma["shared_bytes"] - pipeline - c_tile,
+        "a_tile_bytes": cfg["BLOCK_M"] * cfg["BLOCK_K"] * elem,
+        "b_tile_bytes": cfg["BLOCK_K"] * cfg["BLOCK_N"] * elem,
+        "accumulator_regs_per_thread": cfg["BLOCK_M"] * cfg["BLOCK_N"] // (32 * cfg["num_warps"]),
+        "ws_specialised": _yes(data["warp_specialized"]["ttgir"].get("warp_specialize", 0)),
+    }
