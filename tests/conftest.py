@@ -1,6 +1,7 @@
 """Shared fixtures: the repository root and one strict build of the site per test session."""
 
 import functools
+import json
 import http.server
 import importlib.util
 import os
@@ -117,10 +118,13 @@ def run_script_once(path):
     """`python path` on the CPU, run once per test session however many tests need it.
 
     A measured snippet runs as its download: the same file with the course's helpers it uses
-    inlined (coursekit/deps.py), alone in an empty folder with nothing of the project on the path.
-    That one run proves the snippet's table and the download at once; tests/test_snippets.py
-    proves the snippet in the repository through the build job's runner, and
-    tests/test_downloads.py that the site serves exactly this file."""
+    inlined (coursekit/deps.py), alone in an empty folder with nothing of the project on the path,
+    through the build job's runner (`python coursekit/runner.py FILE OUT --small --table`, a
+    stdlib-only script: the package `coursekit` is not importable there). The runner calls
+    measure(small=True) as the build job does, writes the data (kept here as ``proc.data``), then
+    prints the snippet's table from that data as `python FILE` would. That one run proves the
+    table, the data (tests/test_snippets.py) and the download (tests/test_downloads.py, which also
+    checks statically that no download imports the project)."""
     from coursekit import deps
     from coursekit import results as store
 
@@ -130,8 +134,12 @@ def run_script_once(path):
             folder = Path(tempfile.mkdtemp(prefix="reader-", dir=os.environ.get("TMPDIR")))
             standalone = folder / Path(path).name
             standalone.write_text(deps.standalone(Path(path)))
-            _script_runs[key] = run_python([standalone.name], cwd=folder, env_extra={"PYTHONPATH": ""})
-            _script_runs[key].standalone = standalone.read_text()
+            runner = str(ROOT / "coursekit" / "runner.py")
+            proc = run_python([runner, standalone.name, "out.json", "--small", "--table"], cwd=folder, env_extra={"PYTHONPATH": ""})
+            proc.standalone = standalone.read_text()
+            out = folder / "out.json"
+            proc.data = json.loads(out.read_text())["data"] if proc.returncode == 0 and out.exists() else None
+            _script_runs[key] = proc
             shutil.rmtree(folder, ignore_errors=True)
         else:
             _script_runs[key] = run_python([key])

@@ -22,11 +22,29 @@ def test_snippet_runs_as_a_script(path):
 
 
 @pytest.mark.parametrize("path", MEASURED, ids=store.snippet_key)
-def test_snippet_measure_returns_valid_data(path, tmp_path):
-    out = tmp_path / "out.json"
-    proc = run_python(["-m", "coursekit.runner", str(path), str(out), "--small"], timeout=600)
+def test_snippet_measure_returns_valid_data(path):
+    """The data of the same run (run_script_once: the download, through the build job's runner)."""
+    proc = run_script_once(path)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    store.check_data(json.loads(out.read_text())["data"])
+    store.check_data(proc.data)
+
+
+def test_the_runner_prints_the_table_from_the_data_it_measured(tmp_path):
+    """--table runs the snippet's main block with measure() swapped for the data already measured:
+    measure runs once, and the table shows that data."""
+    snippet = tmp_path / "demo.py"
+    snippet.write_text(
+        "calls = []\n"
+        "def measure(small=False):\n"
+        "    calls.append(small)\n"
+        "    return {'repetitions': 3, 'value': 41 + len(calls)}\n"
+        "if __name__ == '__main__':\n"
+        "    print('value', measure(small=True)['value'], 'calls', len(calls))\n"
+    )
+    proc = run_python(["-m", "coursekit.runner", str(snippet), str(tmp_path / "out.json"), "--small", "--table"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["value", "42", "calls", "1"]
+    assert json.loads((tmp_path / "out.json").read_text())["data"]["value"] == 42
 
 
 def _processes_statement(path):
