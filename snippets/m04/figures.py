@@ -1,0 +1,329 @@
+"""Figures and computed values for module 04: what Dynamo's guards cost per call, and what a
+first compile costs against the size of the graph.
+
+``results(key)`` returns a stored result's data: "m04/guards" (snippets/m04/guards.py: explain,
+the guard tree, the recompile limit, the guard-cost sweep), "m04/failed_routes"
+(snippets/m04/failed_routes.py: trace, script, symbolic_trace) and "m04/compile_time"
+(snippets/m04/compile_time.py: first calls per backend against graph size).
+
+In the sweep, the variants of one point were timed in the same interleaved rounds, so a
+difference or ratio between two of them is taken round by round (``_paired``) and keeps a spread
+that a claim can rest on.
+"""
+
+import plotly.graph_objects as go
+
+from coursekit.stats import summarize  # torch-free: figures run at site-build time without torch
+
+VARIANTS = {  # the sweep's variants, in the order the figure draws them
+    "eager": "eager (the function, uncompiled)",
+    "guards_alone": "guard check alone (the cache entry's RootGuardManager.check)",
+    "graph_alone": "captured FX graph alone (called directly)",
+    "dynamo_eager": 'torch.compile(backend="eager"): guards + Dynamo + the graph',
+    "inductor": "torch.compile (default, Inductor)",
+}
+STAGES = {  # compile_time's backends, each stopping one stage later; the stage each adds
+    "eager": "Dynamo: bytecode to FX graph, guards",
+    "aot_eager": "+ AOTAutograd: ATen graph",
+    "inductor": "+ Inductor: fusion, Triton code, kernels compiled",
+}
+
+
+def _spread(lows, mids, highs):
+    """Error bars from the 10th to the 90th percentile around the median."""
+    return {
+        "type": "data",
+        "symmetric": False,
+        "array": [h - m for m, h in zip(mids, highs)],
+        "arrayminus": [m - lo for lo, m in zip(lows, mids)],
+    }
+
+
+def _paired(values: list[float], unit: str) -> dict:
+    """A summary of values computed round by round (one per interleaved round)."""
+    return summarize(values, unit, "host")
+
+
+def _rounds(point: dict, name: str) -> list[float]:
+    return point["host_us"][name]["rounds"]
+
+
+def calls(results) -> dict:
+    """Per number of guarded tensors: what Dynamo adds to a call, and how much of it is the guard
+    check, each taken round by round; and the marginal cost of one more tensor."""
+    data = results("m04/guards")
+    by_tensors = {}
+    for p in data["sweep"]:
+        eager, guards = _rounds(p, "eager"), _rounds(p, "guards_alone")
+        graph, dynamo = _rounds(p, "graph_alone"), _rounds(p, "dynamo_eager")
+        row = {
+            "tensors": p["tensors"],
+            "guards": p["guards"],
+            # what torch.compile(backend="eager") adds to the uncompiled function
+            "dynamo_minus_eager_us": _paired([d - e for d, e in zip(dynamo, eager)], "us"),
+            # what it adds to the graph it runs: the guard check and the rest of Dynamo's path
+            "dynamo_minus_graph_us": _paired([d - g for d, g in zip(dynamo, graph)], "us"),
+            "rest_us": _paired([d - g - c for d, g, c in zip(dynamo, graph, guards)], "us"),
+            "guards_over_eager": _paired([c / e for c, e in zip(guards, eager)], ""),
+            "guards_over_graph": _paired([c / g for c, g in zip(guards, graph)], ""),
+            "guards_share_of_added": _paired([c / (d - g) for c, d, g in zip(guards, dynamo, graph)], ""),
+            "ns_per_guard": _paired([c * 1e3 / p["guards"] for c in guards], "ns"),
+            "logged_latency_us": p["logged_latency_us"],
+            "logged_over_measured": p["logged_latency_us"] / p["host_us"]["guards_alone"]["median"],
+        }
+        if "inductor" in p["host_us"]:
+            inductor = _rounds(p, "inductor")
+            row["inductor_over_eager"] = _paired([i / e for i, e in zip(inductor, eager)], "")
+            row["inductor_minus_dynamo_us"] = _paired([i - d for i, d in zip(inductor, dynamo)], "us")
+        by_tensors[str(p["tensors"])] = row
+    first, last = data["sweep"][0], data["sweep"][-1]
+    extra = last["tensors"] - first["tensors"]
+
+    def per_tensor(name: str) -> float:
+        """Microseconds one more tensor adds, between the ends of the sweep (medians)."""
+        return (last["host_us"][name]["median"] - first["host_us"][name]["median"]) / extra
+
+    # guards per tensor from the second point on (a lone tensor has no aliasing guard to share)
+    second = data["sweep"][1]
+    per_tensor_guards = (last["guards"] - second["guards"]) / (last["tensors"] - second["tensors"])
+    return {
+        "by_tensors": by_tensors,
+        "guards_per_tensor": per_tensor_guards,
+        "guards_fixed": second["guards"] - per_tensor_guards * second["tensors"],
+        "ns_per_tensor": {name: per_tensor(name) * 1e3 for name in VARIANTS if name in last["host_us"]},
+        "limit": _limit(data),
+    }
+
+
+def _limit(data: dict) -> dict:
+    """Past the recompile limit: what a call costs against eager and against a cached shape."""
+    timed = data["limit_host_us"]
+    eager, cached, past = (timed[k]["rounds"] for k in ("eager", "cached_shape", "past_limit"))
+    return {
+        "past_minus_eager_us": _paired([p - e for p, e in zip(past, eager)], "us"),
+        "past_minus_cached_us": _paired([p - c for p, c in zip(past, cached)], "us"),
+        "cached_minus_eager_us": _paired([c - e for c, e in zip(cached, eager)], "us"),
+    }
+
+
+def compile_stages(results) -> dict:
+    """compile_time's first calls split by stage (each backend stops one stage later; one cold
+    compile per cell, so each stage is a difference of two single samples), and per-op costs."""
+    data = results("m04/compile_time")
+    rows = {}
+    for p in data["points"]:
+        s = {b: p["first_call_s"][b]["median"] for b in p["first_call_s"]}
+        row = {"ops": p["ops"], "steps": p["steps"], "dynamo_s": s["eager"], "aot_s": s["aot_eager"] - s["eager"]}
+        if "inductor" in s:
+            row["inductor_s"] = s["inductor"] - s["aot_eager"]
+            row["total_s"] = s["inductor"]
+            row["inductor_share"] = row["inductor_s"] / s["inductor"]
+            row["dynamo_share"] = s["eager"] / s["inductor"]
+        rows[str(p["ops"])] = row
+    small, large = data["points"][-2], data["points"][-1]  # the two largest graphs
+    extra = large["ops"] - small["ops"]
+    marginal = {
+        name: (rows[str(large["ops"])][name] - rows[str(small["ops"])][name]) / extra * 1e3
+        for name in ("dynamo_s", "aot_s", "inductor_s", "total_s")
+        if name in rows[str(large["ops"])]
+    }
+    shares = [r["dynamo_share"] for r in rows.values() if "dynamo_share" in r]
+    return {
+        "by_ops": rows,
+        "dynamo_share_min": min(shares, default=0.0),
+        "dynamo_share_max": max(shares, default=0.0),
+        "ms_per_op": marginal,  # between the two largest graphs
+        "growth": {  # how much each stage grew from the second-largest graph to the largest
+            "ops": large["ops"] / small["ops"],
+            **{
+                name: rows[str(large["ops"])][name] / rows[str(small["ops"])][name]
+                for name in ("dynamo_s", "aot_s", "inductor_s")
+                if name in rows[str(large["ops"])]
+            },
+        },
+    }
+
+
+def texts(results) -> dict:
+    """The stored facts as text blocks for the page: the trace's wrong answer, TorchScript's
+    errors, explain's breaks, the guard tree and the recompile-limit warning."""
+    routes = results("m04/failed_routes")
+    guards = results("m04/guards")
+    t = routes["trace"]
+    trace = [
+        f"double_or_negate(-ones)          -> {t['eager_on_negative']}",
+        f"traced(-ones), traced on ones    -> {t['traced_on_negative']}",
+        "what the trace recorded:",
+        *("    " + line for line in t["traced_code"].splitlines()),
+        *(f"TracerWarning: {w}" for w in t["tracer_warnings"]),
+    ]
+    script = {}
+    for name, err in routes["script_errors"].items():
+        script[name] = f"torch.jit.script({name}) raised {err['type']}:\n{err['message']}"
+    e = guards["explain"]
+    explain = [f"graphs: {e['graphs']}, graph breaks: {e['graph_breaks']}, ops (call_function nodes): {e['ops']}"]
+    for i, b in enumerate(e["breaks"], 1):
+        explain.append(f"break {i}: in {b['function']}, at  {b['line']}")
+        explain.append(f"    reason: {b['reason']}")
+        if b["explanation"]:
+            explain.append(f"    {b['explanation']}")
+    tree = guards["guard_text"]
+    lim = guards["limit"]
+    limit = [
+        f"recompile_limit = {lim['recompile_limit']}, accumulated_recompile_limit = "
+        f"{lim['accumulated_recompile_limit']}; sizes 2 to {lim['shapes'] + 1}, dynamic=False",
+        f"graphs after each call:           {lim['graphs_after_call']}",
+        f"frames handed to Dynamo so far:   {lim['frames_after_call']}",
+        f"every answer right:               {lim['all_correct']}",
+        "the warning (logger torch._dynamo.convert_frame):",
+        *("    " + line for line in lim["warnings"][0].splitlines()),
+    ]
+    right = routes["dynamo_correct"]
+    dynamo = (
+        "equal for all three functions"
+        if all(right.values())
+        else "unequal for " + ", ".join(name for name, ok in right.items() if not ok)
+    )
+    f = guards["fail_on_recompile_limit_hit"]
+    failure = f"with fail_on_recompile_limit_hit=True: call {f['call']} raised {f['type']}: {f['message']}"
+    return {
+        "trace": "\n".join(trace),
+        "script_scale_by": script["scale_by"],
+        "script_scale_or_keep": script["scale_or_keep"],
+        "fx": f"torch.fx.proxy.TraceError: {routes['fx_symbolic_trace_error']}",
+        "explain": "\n".join(explain),
+        "guard_tree": "\n".join(tree),
+        "limit": "\n".join(limit + [failure]),
+        "dynamo": dynamo,
+        "script_keeps_branch": "right on both" if routes["script_keeps_the_branch"] else "wrong on one",
+    }
+
+
+def guard_cost(results) -> go.Figure:
+    """Host time per call against the number of guarded tensors: eager, the guard check alone,
+    the captured graph alone, the whole compiled call (and Inductor's)."""
+    data = results("m04/guards")
+    points = data["sweep"]
+    x = [p["tensors"] for p in points]
+    fig = go.Figure()
+    for name, label in VARIANTS.items():
+        if name not in points[0]["host_us"]:
+            continue
+        runs = [p["host_us"][name] for p in points]
+        mids = [r["median"] for r in runs]
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=mids,
+                mode="lines+markers",
+                name=label,
+                line={"dash": "dot"} if name == "guards_alone" else {},
+                marker={"size": 9, "symbol": "diamond" if name == "guards_alone" else "circle"},
+                error_y=_spread([r["p10"] for r in runs], mids, [r["p90"] for r in runs]),
+                customdata=[[p["guards"]] for p in points],
+                hovertemplate="%{x} tensors, %{customdata[0]} guards: %{y:.2f} µs per call<extra>" + label + "</extra>",
+            )
+        )
+    fig.update_xaxes(type="log", title_text="guarded tensor inputs (a list of tensors, each 16 floats)")
+    ticks = [1, 3, 10, 30, 100, 300, 1000, 3000]
+    fig.update_yaxes(
+        type="log",
+        title_text="host µs per call (median; whiskers 10th–90th percentile)",
+        tickvals=ticks,
+        ticktext=[f"{t:,}" for t in ticks],
+    )
+    fig.update_layout(
+        legend={"orientation": "h", "yanchor": "top", "y": -0.2},
+        hovermode="closest",
+        height=520,
+        margin={"l": 70, "r": 20, "t": 20, "b": 60},
+    )
+    return fig
+
+
+def call_breakdown(results) -> go.Figure:
+    """Where a compiled call's host time goes (backend="eager"), stacked: the graph, the guard
+    check, and the rest of Dynamo's path (the remainder, round by round); eager as a marker."""
+    c = calls(results)
+    data = results("m04/guards")
+    points = data["sweep"]
+    x = [f"{p['tensors']:,}" for p in points]
+    rows = [c["by_tensors"][str(p["tensors"])] for p in points]
+    layers = (
+        ("the captured graph, called directly", [p["host_us"]["graph_alone"]["median"] for p in points]),
+        ("the guard check", [p["host_us"]["guards_alone"]["median"] for p in points]),
+        ("the rest: wrapper, frame hook, cache lookup, modified bytecode", [r["rest_us"]["median"] for r in rows]),
+    )
+    totals = [p["host_us"]["dynamo_eager"]["median"] for p in points]
+    fig = go.Figure()
+    for name, values in layers:
+        fig.add_trace(
+            go.Bar(
+                x=x,
+                y=[v / t for v, t in zip(values, totals)],
+                name=name,
+                customdata=[[v, p["guards"]] for v, p in zip(values, points)],
+                hovertemplate="%{x} tensors, %{customdata[1]} guards: %{customdata[0]:.2f} µs, %{y:.0%} of the "
+                "compiled call<extra>" + name + "</extra>",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=[p["host_us"]["eager"]["median"] / t for p, t in zip(points, totals)],
+            mode="markers",
+            name="eager, for scale",
+            marker={"symbol": "line-ew-open", "size": 40, "line": {"width": 3}},
+            customdata=[p["host_us"]["eager"]["median"] for p in points],
+            hovertemplate="%{x} tensors: eager %{customdata:.2f} µs<extra></extra>",
+        )
+    )
+    fig.update_xaxes(type="category", title_text="guarded tensor inputs (hover for the number of guards)")
+    fig.update_yaxes(title_text="share of a compiled call's host time (medians)", tickformat=".0%", range=[0, 1.05])
+    fig.update_layout(
+        barmode="stack",
+        legend={"orientation": "h", "yanchor": "top", "y": -0.2},
+        hovermode="closest",
+        height=500,
+        margin={"l": 70, "r": 20, "t": 20, "b": 60},
+    )
+    return fig
+
+
+def compile_time(results) -> go.Figure:
+    """First-call time against the ops in the graph, one line per backend: each stops one stage
+    later, so the gap between two lines is the stage the second adds (one cold compile a point)."""
+    data = results("m04/compile_time")
+    ops = [p["ops"] for p in data["points"]]
+    stages = compile_stages(results)["by_ops"]
+    fig = go.Figure()
+    for backend, name in STAGES.items():
+        if backend not in data["points"][0]["first_call_s"]:
+            continue
+        fig.add_trace(
+            go.Scatter(
+                x=ops,
+                y=[p["first_call_s"][backend]["median"] for p in data["points"]],
+                mode="lines+markers",
+                name=f'backend="{backend}": {name}',
+                marker={"size": 9},
+                customdata=[[p["steps"], stages[str(p["ops"])]["dynamo_s"]] for p in data["points"]],
+                hovertemplate="%{x} ops (%{customdata[0]} steps): %{y:.2f} s; Dynamo's share "
+                "%{customdata[1]:.2f} s<extra>" + backend + "</extra>",
+            )
+        )
+    fig.update_xaxes(type="log", title_text="operations Dynamo captured (a matmul, a tanh and an add per step)")
+    ticks = [0.03, 0.1, 0.3, 1, 3, 10]
+    fig.update_yaxes(
+        type="log",
+        title_text="first call, seconds, cold caches (one compile each)",
+        tickvals=ticks,
+        ticktext=[f"{t:g}" for t in ticks],
+    )
+    fig.update_layout(
+        legend={"orientation": "h", "yanchor": "top", "y": -0.2},
+        hovermode="closest",
+        height=480,
+        margin={"l": 70, "r": 20, "t": 20, "b": 60},
+    )
+    return fig
