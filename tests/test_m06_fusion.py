@@ -13,7 +13,8 @@ Triton codegen's, so a GPU's: Inductor's C++ backend fuses differently and is no
 import json
 
 import pytest
-from conftest import ROOT, run_python
+import torch
+from conftest import ROOT, load_snippet, run_python
 
 CHILD = r"""
 import json, sys
@@ -69,3 +70,20 @@ def test_rewrite_keeps_the_values_and_lifts_the_refusal(facts):
     assert f["eager_max_abs_error"] < 1e-5 and f["max_abs_error"] < 1e-4, f
     assert facts["original"]["max_abs_error"] < 1e-4
     assert "memory deps did not match" not in f["refusal_reasons"], f["refusal_reasons"]
+
+
+@pytest.mark.parametrize("rows_per_program", [1, 3, 16])
+def test_hand_written_token_shift_matches_torch(rows_per_program):
+    """The Triton fix in the interpreter against the torch block, in float32: 3 sequences of 7 rows
+    of 100 (a row shorter than its block, sequences starting inside a program's rows, a last program
+    with rows past the end), for one row per program (the previous norm recomputed), three and
+    sixteen (carried across rows and across sequence starts, where it must be zeroed)."""
+    import triton
+
+    token_shift = load_snippet("m06/token_shift")
+    torch.manual_seed(0)
+    x = torch.randn(3, 7, 100)
+    w, b, mu = torch.randn(100), torch.randn(100), torch.rand(100)
+    config = triton.Config({"ROWS": rows_per_program}, num_warps=4)
+    got = token_shift.token_shift_triton(x, w, b, mu, config=config)
+    torch.testing.assert_close(got, token_shift.token_shift(x, w, b, mu), rtol=1e-4, atol=1e-4)

@@ -9,6 +9,8 @@ step, a config field or a compiled fact added to a snippet shows up without a ch
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from coursekit.stats import summarize  # torch-free: figures run at site-build time without torch
+
 STEP_LABELS = {  # the matmul's steps, in the order the snippet runs them; an unknown step keeps its own name
     "tutorial": "tutorial",
     "persistent": "persistent",
@@ -19,6 +21,15 @@ VARIANT_LABELS = {
     "triton": "Triton (this chapter's kernel)",
     "torch_eager": "torch.softmax (eager)",
     "torch_compile": "torch.compile(torch.softmax)",
+}
+# One colour per series across subplots (plotly's colorway would cycle per trace); the light palette
+# of docs/assets/javascripts/figures.js, legible on the dark one too.
+COLORS = {
+    "triton": "#1f5fbf",
+    "torch_eager": "#e07b00",
+    "torch_compile": "#2e8b57",
+    "cublas": "#e07b00",
+    "cublas_after": "#c62828",
 }
 DTYPE_SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 TILE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
@@ -48,6 +59,16 @@ def _ratio(a: dict, b: dict, unit: str = "") -> dict:
     }
 
 
+def _time_ratio(slow: dict, fast: dict) -> dict:
+    """slow / fast for two time summaries (above 1: ``fast`` is faster). Timed in the same
+    interleaved rounds (both keep ``rounds`` of one length), the ratio is taken round by round;
+    otherwise the worst-case spread of ``_ratio``."""
+    a, b = slow.get("rounds"), fast.get("rounds")
+    if a and b and len(a) == len(b):
+        return summarize([x / y for x, y in zip(a, b)], "")
+    return _ratio(slow, fast)
+
+
 def _yes(flag) -> str:
     return "yes" if flag else "no"
 
@@ -58,7 +79,8 @@ def _step_label(step: str) -> str:
 
 def _tile_text(cfg: dict) -> str:
     """A matmul config in one line: tile, stages, warps, then any other field the snippet stores."""
-    text = f"{cfg['BLOCK_M']}×{cfg['BLOCK_N']}×{cfg['BLOCK_K']} tile, {cfg['num_stages']} stages, {cfg['num_warps']} warps"
+    tile = f"{cfg['BLOCK_M']}×{cfg['BLOCK_N']}×{cfg['BLOCK_K']}"
+    text = f"{tile} tile, {cfg['num_stages']} stages, {cfg['num_warps']} warps"
     extra = [f"{k}={v}" for k, v in cfg.items() if k not in TILE_KEYS and k != "autotune_ms"]
     return text + (", " + ", ".join(extra) if extra else "")
 
@@ -76,7 +98,7 @@ def vector_add_facts(results) -> dict:
     others = [r for r in rows if r is not tutorial]
     return {
         # above 1: the Triton kernel is faster (torch.add's time over ours)
-        "vs_torch_add": _ratio(data["torch_add"]["time_us"], tutorial["time_us"]),
+        "vs_torch_add": _time_ratio(data["torch_add"]["time_us"], tutorial["time_us"]),
         "tutorial_of_copy": _ratio(tutorial["GBps"], data["copy"]["GBps"]),
         "tutorial_of_ceiling": _ratio(tutorial["GBps"], ceiling),
         "torch_add_of_copy": _ratio(data["torch_add"]["GBps"], data["copy"]["GBps"]),
@@ -90,46 +112,50 @@ def vector_add_facts(results) -> dict:
 
 def vector_add_roofline(results) -> go.Figure:
     """GB/s of torch.add and of each BLOCK_SIZE / num_warps pair, against the copy of the same bytes
-    in the same run and the build's copy ceiling."""
+    in the same run and the build's copy ceiling. Dots with whiskers rather than bars: the
+    differences are a few per cent, and an axis that does not start at zero would make bars lie."""
     data = results("m07/vector_add")
     ceiling = results("methodology/ceilings")["copy"]["GBps"]
     names = ["torch.add"]
     rates = [data["torch_add"]["GBps"]]
     for r in data["triton"]:
-        tag = " (the tutorial's)" if r.get("tutorial") else ""
-        names.append(f"Triton, BLOCK_SIZE={r['block_size']}, {r['num_warps']} warps{tag}")
+        tag = " (tutorial)" if r.get("tutorial") else ""
+        names.append(f"Triton, BLOCK_SIZE {r['block_size']}, {r['num_warps']} warps{tag}")
         rates.append(r["GBps"])
     mids = [g["median"] for g in rates]
     fig = go.Figure(
-        go.Bar(
+        go.Scatter(
             y=names,
             x=mids,
-            orientation="h",
+            mode="markers",
+            marker={"size": 11, "color": COLORS["triton"]},
             error_x=_spread([g["p10"] for g in rates], mids, [g["p90"] for g in rates]),
             hovertemplate="%{y}: %{x:,.0f} GB/s (median; whiskers: 10th–90th percentile)<extra></extra>",
-            name="vector add, bytes read + written",
+            name="vector add: bytes read + written per second",
         )
     )
-    for value, text, dash in (
-        (data["copy"]["GBps"]["median"], "copy of the same bytes, this run", "dash"),
-        (ceiling["median"], "copy ceiling (methodology)", "dot"),
+    for value, text, dash, color in (
+        (data["copy"]["GBps"]["median"], "copy of the same bytes, this run", "dash", COLORS["torch_eager"]),
+        (ceiling["median"], "copy ceiling (methodology)", "dot", "grey"),
     ):
-        fig.add_vline(x=value, line_dash=dash)
         fig.add_trace(
             go.Scatter(
                 x=[value, value],
                 y=[names[0], names[-1]],
                 mode="lines",
-                line={"dash": dash},
+                line={"dash": dash, "color": color, "width": 2},
                 name=f"{text}: {value:,.0f} GB/s",
                 hoverinfo="skip",
             )
         )
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(title_text="GB/s (bytes read + written per second)", rangemode="tozero")
+    lo = min([g["p10"] for g in rates] + [data["copy"]["GBps"]["median"], ceiling["median"]])
+    hi = max([g["p90"] for g in rates] + [data["copy"]["GBps"]["median"], ceiling["median"]])
+    pad = (hi - lo) * 0.15
+    fig.update_xaxes(title_text="GB/s (bytes read + written)", range=[lo - pad, hi + pad])
     fig.update_layout(
-        height=380,
-        margin={"l": 340, "r": 20, "t": 20, "b": 60},
+        height=360,
+        margin={"l": 290, "r": 20, "t": 20, "b": 60},
         legend={"orientation": "h", "yanchor": "top", "y": -0.25},
     )
     return fig
@@ -172,6 +198,9 @@ def softmax_facts(results) -> dict:
         }
         for name, v in p["variants"].items():
             entry[f"{name}_of_ceiling"] = _ratio(v["GBps"], ceiling)
+            # against the same variant at the shortest rows of this dtype (where whole rows fit)
+            first = next(q for q in data["points"] if q["dtype"] == p["dtype"])
+            entry[f"{name}_vs_{first['n_cols']}"] = _ratio(v["GBps"], first["variants"][name]["GBps"])
         by[key] = entry
         lines.append(f"{p['dtype']:<9} {p['n_cols']:>6}  {entry['way']:<34} {cfg['num_warps']:>5} {per_thread:>13}")
     return {"by": by, "config_table": "\n".join(lines), "copy_ceiling_GBps": ceiling}
@@ -200,7 +229,8 @@ def softmax_bandwidth(results) -> go.Figure:
                     name=label,
                     legendgroup=name,
                     showlegend=col == 1,
-                    marker={"symbol": symbols.get(name, "circle"), "size": 8},
+                    marker={"symbol": symbols.get(name, "circle"), "size": 8, "color": COLORS.get(name)},
+                    line={"color": COLORS.get(name)},
                     error_y=_spread([g["p10"] for g in rates], mids, [g["p90"] for g in rates]),
                     customdata=[[p["n_rows"], _way(p["config"]), p["config"]["num_warps"]] for p in points],
                     hovertemplate="N = %{x}, %{customdata[0]} rows: %{y:,.0f} GB/s"
@@ -208,7 +238,9 @@ def softmax_bandwidth(results) -> go.Figure:
                     + "<extra>"
                     + label
                     + "</extra>",
-                )
+                ),
+                row=1,
+                col=col,
             )
         fig.add_trace(
             go.Scatter(
@@ -220,7 +252,9 @@ def softmax_bandwidth(results) -> go.Figure:
                 legendgroup="ceiling",
                 showlegend=col == 1,
                 hoverinfo="skip",
-            )
+            ),
+            row=1,
+            col=col,
         )
         fig.update_xaxes(
             type="log",
@@ -267,7 +301,8 @@ def matmul_facts(results) -> dict:
             entry["cublas_after_vs_before"] = _ratio(p["cublas_after"]["TFLOPs"], cublas["TFLOPs"])
         step_lines.append(f"{size}^3: torch.mm (cuBLAS) {cublas['TFLOPs']['median']:.0f} TFLOP/s")
         step_lines.append(
-            f"  {'step':<20} {'TFLOP/s':>7} {'/cuBLAS':>7}  {'regs':>4} {'shared KiB':>10} {'wgmma':>5} {'specialised':>11}  config"
+            f"  {'step':<20} {'TFLOP/s':>7} {'/cuBLAS':>7}  {'regs':>4} {'shared KiB':>10} {'wgmma':>5}"
+            f" {'specialised':>11}  config"
         )
         previous = None
         for s in p["steps"]:
@@ -278,14 +313,15 @@ def matmul_facts(results) -> dict:
                 "label": _step_label(s["step"]),
                 "config": _tile_text(cfg),
                 "TFLOPs": s["TFLOPs"],
-                "vs_cublas": _ratio(cublas["time_us"], s["time_us"]),  # above 1: the step is faster
+                "vs_cublas": _time_ratio(cublas["time_us"], s["time_us"]),  # above 1: the step is faster
                 "of_ceiling": _ratio(s["TFLOPs"], ceiling["TFLOPs"]),
                 "pipeline_kib": pipeline / 1024,
                 "accumulator_regs_per_thread": cfg["BLOCK_M"] * cfg["BLOCK_N"] // threads,
                 "all_written": _yes(s.get("all_written", True)),
             }
             if previous is not None:
-                row["vs_previous"] = _ratio(previous["time_us"], s["time_us"])  # above 1: faster than the step before
+                # above 1: faster than the step before
+                row["vs_previous"] = _time_ratio(previous["time_us"], s["time_us"])
                 row["previous"] = _step_label(previous["step"])
             if facts:
                 row.update(
@@ -312,6 +348,9 @@ def matmul_facts(results) -> dict:
                 mark = "  <- kept" if all(c.get(k) == cfg.get(k) for k in cfg) else ""
                 tune_lines.append(f"    {timing}  {_tile_text(c)}{mark}")
             previous = s
+        if entry["steps"]:  # the fastest step, as the scoreboard's race takes it
+            best = max(entry["steps"].values(), key=lambda row: row["vs_cublas"]["median"])
+            entry["best"] = best
         by_size[str(size)] = entry
     return {
         "by_size": by_size,
@@ -346,6 +385,7 @@ def matmul_steps(results) -> go.Figure:
                 x=labels,
                 y=mids,
                 name="Triton, per step",
+                marker={"color": COLORS["triton"]},
                 legendgroup="steps",
                 showlegend=col == 1,
                 error_y=_spread([g["p10"] for g in rates], mids, [g["p90"] for g in rates]),
@@ -355,24 +395,29 @@ def matmul_steps(results) -> go.Figure:
                 ],
                 hovertemplate="%{x}: %{y:.0f} TFLOP/s<br>%{customdata[0]}<br>%{customdata[1]} registers per thread, "
                 "%{customdata[2]:.0f} KiB shared memory, warp-specialised: %{customdata[3]}<extra></extra>",
-            )
+            ),
+            row=1,
+            col=col,
         )
-        lines = [(p["cublas"], "torch.mm (cuBLAS), before the steps", "dash")]
-        if "cublas_after" in p:
-            lines.append((p["cublas_after"], "torch.mm (cuBLAS), after the steps", "longdashdot"))
-        for summary, text, dash in lines:
+        lines = [(p["cublas"], "torch.mm (cuBLAS)", "dash", COLORS["cublas"])]
+        if "cublas_after" in p:  # older results: cuBLAS timed again after the steps
+            after = (p["cublas_after"], "torch.mm (cuBLAS), after the steps", "longdashdot", COLORS["cublas_after"])
+            lines.append(after)
+        for summary, text, dash, color in lines:
             value = summary["TFLOPs"]["median"]
             fig.add_trace(
                 go.Scatter(
                     x=[labels[0], labels[-1]],
                     y=[value, value],
                     mode="lines",
-                    line={"dash": dash},
+                    line={"dash": dash, "color": color, "width": 3},
                     name=text,
                     legendgroup=text,
                     showlegend=col == 1,
                     hovertemplate=f"{text}: {value:.0f} TFLOP/s<extra></extra>",
-                )
+                ),
+                row=1,
+                col=col,
             )
         fig.add_trace(
             go.Scatter(
@@ -384,7 +429,9 @@ def matmul_steps(results) -> go.Figure:
                 legendgroup="ceiling",
                 showlegend=col == 1,
                 hoverinfo="skip",
-            )
+            ),
+            row=1,
+            col=col,
         )
     fig.update_yaxes(title_text="TFLOP/s (2 M N K per product)", rangemode="tozero", row=1, col=1)
     fig.update_layout(
@@ -433,9 +480,7 @@ def artifacts_facts(results) -> dict:
     steps = [("tutorial", "tutorial"), ("tma", "TMA"), ("warp_specialized", "warp-specialised")]
     count_lines = [f"{'in the code of':<38}" + "".join(f"{name:>18}" for _, name in steps)]
     for label, stage, field in rows:
-        count_lines.append(
-            f"{label:<38}" + "".join(f"{data[s].get(stage, {}).get(field, 0):>18}" for s, _ in steps)
-        )
+        count_lines.append(f"{label:<38}" + "".join(f"{data[s].get(stage, {}).get(field, 0):>18}" for s, _ in steps))
     count_lines.append(f"{'shared memory (bytes)':<38}" + "".join(f"{data[s]['shared_bytes']:>18}" for s, _ in steps))
     count_lines.append(f"{'warps':<38}" + "".join(f"{data[s]['num_warps']:>18}" for s, _ in steps))
     return {
