@@ -47,6 +47,7 @@ from markdown import Extension
 from markdown.preprocessors import Preprocessor
 
 from coursekit import results as store
+from coursekit import scoreboard
 from coursekit import stats
 
 PLACEHOLDER = re.compile(r"(?<!\\)\{\{\s*(?P<body>[^{}]+?)\s*\}\}")
@@ -133,6 +134,7 @@ class ResultsPreprocessor(Preprocessor):
             "cited": self.cited,
             "assert": self.claim,
             "hardware-sets": self.hardware_sets,
+            "scoreboard": self.scoreboard,
             "reading-time": self.reading_time,
         }
         self.line = 0  # the line being filled, in the text after snippet expansion
@@ -682,6 +684,57 @@ class ResultsPreprocessor(Preprocessor):
             + "</tr></thead><tbody>"
             + "".join(rows)
             + "</tbody></table>"
+        )
+
+    def scoreboard(self, rest: str, placeholder: str) -> str:
+        """``{{ scoreboard }}``: every race stored for this hardware (coursekit/scoreboard.py), one
+        row each: what the course wrote, its peer, both times, the ratio and its spread, the bar and
+        whether it is met, with links to the chapter, the snippet and the raw data. A missed bar is a
+        row like the others, marked."""
+        if rest.strip():
+            self.fail(placeholder, "the scoreboard takes no arguments: {{ scoreboard }}")
+        try:
+            rows = scoreboard.rows(self.hardware, self.results_dir)
+        except store.ResultError as exc:
+            self.fail(placeholder, str(exc))
+        if not rows:
+            self.fail(placeholder, f"no result of {self.hardware!r} stores a race (data.races)")
+        prefix = self.url_prefix()
+        body = []
+        for r in rows:
+            doc = self.lookup(r["key"], "").doc
+            num = lambda v, fmt: self.measured_span(format(v, fmt), doc, [])  # noqa: E731
+            digits = ",.1f" if r["theirs"] < 10_000 else ",.0f"
+            spread = "per-round ratios, same rounds" if r["paired"] else "ratio of medians; spread from both ends"
+            ratio = (
+                f'{num(r["ratio"], ".2f")} <small title="10th percentile: {html.escape(spread)}">'
+                f'(p10 {num(r["ratio_p10"], ".2f")})</small>'
+            )
+            verdict = "meets" if r["meets"] else "<strong>misses</strong>"
+            chapter = r["chapter"].removesuffix(".md")
+            cells = [
+                html.escape(r["name"]),
+                html.escape(r["peer"]),
+                f"{num(r['ours'], digits)} {html.escape(r['unit'])}",
+                f"{num(r['theirs'], digits)} {html.escape(r['unit'])}",
+                ratio,
+                f'<span class="constant">{r["bar"]:.2f}</span>',
+                verdict,
+                f'<a href="{prefix}{html.escape(chapter)}/">{html.escape(chapter.split("/")[-1])}</a>',
+                f'<a href="{self.snippet_link(r["key"])}">{html.escape(r["key"])}.py</a>',
+                f'<a href="{self.data_link(doc)}">json</a>',
+            ]
+            body.append(f'<tr class="{"meets" if r["meets"] else "misses"}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+        met = sum(r["meets"] for r in rows)
+        head = ["Program", "Peer", "Ours", "Theirs", "Ratio (theirs / ours)", "Bar", "Verdict", "Chapter", "Snippet", "Data"]
+        return self.stash(
+            f'<p class="scoreboard-summary">{len(rows)} races on {html.escape(self.hardware)}: '
+            f"{met} meet their bar, {len(rows) - met} miss it.</p>"
+            '<div class="md-typeset__scrollwrap"><table class="scoreboard"><thead><tr>'
+            + "".join(f"<th>{h}</th>" for h in head)
+            + "</tr></thead><tbody>"
+            + "".join(body)
+            + "</tbody></table></div>"
         )
 
     def reading_time(self, pages: str, placeholder: str) -> str:

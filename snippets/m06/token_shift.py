@@ -74,16 +74,16 @@ def token_shift_rewritten(x, w, b, mu):
 
 # --8<-- [start:triton]
 @triton.jit
-def row_norm(row_ptr, cols, ok, n_cols, eps, w, b):
-    """One row's x and its layer norm, in float32 (biased variance, as F.layer_norm)."""
-    x = tl.load(row_ptr + cols, mask=ok, other=0.0).to(tl.float32)
+def row_norm(x, ok, n_cols, eps, w, b):
+    """One row's x in float32 and its layer norm (biased variance, as F.layer_norm)."""
+    x = x.to(tl.float32)
     centred = tl.where(ok, x - tl.sum(x, axis=0) / n_cols, 0.0)
     rstd = tl.rsqrt(tl.sum(centred * centred, axis=0) / n_cols + eps)
     return x, centred * rstd * w + b
 
 
 @triton.autotune(
-    configs=[triton.Config({"ROWS": r}, num_warps=w) for r in (1, 4, 16) for w in (8, 16)],
+    configs=[triton.Config({"ROWS": r}, num_warps=w) for r in (1, 4, 16) for w in (4, 8, 16)],
     key=["n_cols", "seq"],
     do_bench=None if torch.cuda.is_available() else lambda fn, quantiles: [fn() or 1.0 for _ in quantiles],
 )
@@ -99,15 +99,20 @@ def token_shift_kernel(x_ptr, w_ptr, b_ptr, mu_ptr, y_ptr, n_rows, seq, n_cols, 
     b = tl.load(b_ptr + cols, mask=ok, other=0.0).to(tl.float32)
     mu = tl.load(mu_ptr + cols, mask=ok, other=0.0).to(tl.float32)
     before = tl.maximum(first - 1, 0).to(tl.int64) * n_cols
-    _, h_prev = row_norm(x_ptr + before, cols, ok, n_cols, eps, w, b)  # program 0: row 0, zeroed below
+    _, h_prev = row_norm(tl.load(x_ptr + before + cols, mask=ok, other=0.0), ok, n_cols, eps, w, b)
+    in_rows = ok & (first + 0 * cols < n_rows)  # the scalar made a row first: Triton's interpreter needs it
+    x_next = tl.load(x_ptr + first.to(tl.int64) * n_cols + cols, mask=in_rows, other=0.0)
     for i in tl.range(0, ROWS):
         row = first + i
-        in_rows = ok & (row + 0 * cols < n_rows)  # the scalar made a row first: Triton's interpreter needs it
-        x, h = row_norm(x_ptr + row.to(tl.int64) * n_cols, cols, in_rows, n_cols, eps, w, b)
+        x_row, in_row = x_next, in_rows
+        # Issue the next row's load before this row's reductions: two rows in flight per program.
+        in_rows = ok & (row + 1 + 0 * cols < n_rows) & (i + 1 + 0 * cols < ROWS)
+        x_next = tl.load(x_ptr + (row + 1).to(tl.int64) * n_cols + cols, mask=in_rows, other=0.0)
+        x, h = row_norm(x_row, ok, n_cols, eps, w, b)
         h_prev = tl.where(row % seq == 0, 0.0, h_prev)  # row 0 of each sequence: shifted in zeros
         v = h + (h_prev - h) * mu
         y = x + 0.5 * v * (1.0 + tl.math.erf(v * 0.7071067811865476))  # exact GELU, as F.gelu
-        tl.store(y_ptr + row.to(tl.int64) * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=in_rows)
+        tl.store(y_ptr + row.to(tl.int64) * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=in_row)
         h_prev = h
 
 
