@@ -89,3 +89,22 @@ def test_a_malformed_race_is_refused_at_write_time_and_named_by_the_script(tmp_p
 def test_the_reference_results_hold_only_well_formed_races():
     for row in scoreboard.rows("nvidia-h200", ROOT / "build_results"):
         assert row["ours"] > 0 and row["theirs"] > 0 and row["bar"] > 0
+
+
+def test_the_scoreboard_page_shows_every_race_and_marks_the_misses(built_site):
+    """docs/scoreboard.md's {{ scoreboard }}: one table row per stored race, each with its chapter,
+    snippet and data links, and a missed bar marked as missed, never left out."""
+    import html as html_lib
+    import re
+
+    site, _ = built_site
+    page = (site / "scoreboard" / "index.html").read_text()
+    rows = scoreboard.rows("nvidia-h200", ROOT / "build_results")
+    table_rows = re.findall(r'<tr class="(meets|misses)">(.*?)</tr>', page, re.S)
+    assert len(table_rows) == len(rows) > 0
+    for row, (verdict, cells) in zip(rows, table_rows):
+        assert html_lib.escape(row["name"]) in cells
+        assert verdict == ("meets" if row["meets"] else "misses")
+        assert f'{row["key"]}.py' in cells and "downloads/data/nvidia-h200/" in cells
+    missed = sum(not r["meets"] for r in rows)
+    assert f"{len(rows) - missed} meet their bar, {missed} miss it" in page

@@ -8,7 +8,11 @@ the guard tree, the recompile limit, the guard-cost sweep), "m04/failed_routes"
 
 In the sweep, the variants of one point were timed in the same interleaved rounds, so a
 difference or ratio between two of them is taken round by round (``_paired``) and keeps a spread
-that a claim can rest on.
+that a claim can rest on. Two variants are stand-ins: "graph_alone" is the bound method the
+backend returned (``_LazyGraphModule._lazy_forward``), where Dynamo calls the generated forward
+wrapped in ``torch._dynamo.disable``; "guards_alone" is ``RootGuardManager.check`` on a dict, where
+the frame hook runs the same tree from C++ on the frame's locals. So "rest_us" (the whole call
+minus the two) also carries their differences, of a sign that was not measured.
 """
 
 import plotly.graph_objects as go
@@ -17,8 +21,8 @@ from coursekit.stats import summarize  # torch-free: figures run at site-build t
 
 VARIANTS = {  # the sweep's variants, in the order the figure draws them
     "eager": "eager (the function, uncompiled)",
-    "guards_alone": "guard check alone (the cache entry's RootGuardManager.check)",
-    "graph_alone": "captured FX graph alone (called directly)",
+    "guards_alone": "guard check alone (the cache entry's RootGuardManager.check, from Python)",
+    "graph_alone": "captured FX graph alone (the backend's bound method, called directly)",
     "dynamo_eager": 'torch.compile(backend="eager"): guards + Dynamo + the graph',
     "inductor": "torch.compile (default, Inductor)",
 }
@@ -46,6 +50,24 @@ def _paired(values: list[float], unit: str) -> dict:
 
 def _rounds(point: dict, name: str) -> list[float]:
     return point["host_us"][name]["rounds"]
+
+
+def _per_process(results, key: str) -> list:
+    """A pinned ``results`` for each process of ``key`` (process 1 first): a figure drawn from one
+    process alone hides how far the processes disagree (at a thousand tensors they do)."""
+    count = getattr(results, "processes", lambda k: 1)(key)
+
+    def pinned(i: int):
+        return lambda k, hardware=None, process=None: results(k, hardware, process or i)
+
+    return [pinned(i) for i in range(1, count + 1)]
+
+
+def _middle(values: list[float]) -> float:
+    """The median of a few numbers (the processes' medians)."""
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def calls(results) -> dict:
@@ -201,16 +223,22 @@ def texts(results) -> dict:
 
 def guard_cost(results) -> go.Figure:
     """Host time per call against the number of guarded tensors: eager, the guard check alone,
-    the captured graph alone, the whole compiled call (and Inductor's)."""
-    data = results("m04/guards")
-    points = data["sweep"]
+    the captured graph alone, the whole compiled call (and Inductor's). Every process is drawn:
+    the line joins the median of the processes' medians, the whiskers span the lowest 10th to the
+    highest 90th percentile over all of them, and the hover lists each process's median."""
+    runs = [r("m04/guards") for r in _per_process(results, "m04/guards")]
+    points = runs[0]["sweep"]
     x = [p["tensors"] for p in points]
     fig = go.Figure()
     for name, label in VARIANTS.items():
         if name not in points[0]["host_us"]:
             continue
-        runs = [p["host_us"][name] for p in points]
-        mids = [r["median"] for r in runs]
+        # per point: this variant's summary in every process
+        each = [[run["sweep"][i]["host_us"][name] for run in runs] for i in range(len(points))]
+        mids = [_middle([s["median"] for s in sums]) for sums in each]
+        lows = [min(s["p10"] for s in sums) for sums in each]
+        highs = [max(s["p90"] for s in sums) for sums in each]
+        medians = [", ".join(f"{s['median']:.1f}" for s in sums) for sums in each]
         fig.add_trace(
             go.Scatter(
                 x=x,
@@ -219,16 +247,17 @@ def guard_cost(results) -> go.Figure:
                 name=label,
                 line={"dash": "dot"} if name == "guards_alone" else {},
                 marker={"size": 9, "symbol": "diamond" if name == "guards_alone" else "circle"},
-                error_y=_spread([r["p10"] for r in runs], mids, [r["p90"] for r in runs]),
-                customdata=[[p["guards"]] for p in points],
-                hovertemplate="%{x} tensors, %{customdata[0]} guards: %{y:.2f} µs per call<extra>" + label + "</extra>",
+                error_y=_spread(lows, mids, highs),
+                customdata=[[p["guards"], m] for p, m in zip(points, medians)],
+                hovertemplate="%{x} tensors, %{customdata[0]} guards: %{y:.2f} µs per call; each process's "
+                "median: %{customdata[1]}<extra>" + label + "</extra>",
             )
         )
     fig.update_xaxes(type="log", title_text="guarded tensor inputs (a list of tensors, each 16 floats)")
     ticks = [1, 3, 10, 30, 100, 300, 1000, 3000]
     fig.update_yaxes(
         type="log",
-        title_text="host µs per call (median; whiskers 10th–90th percentile)",
+        title_text="host µs per call (median of the processes; whiskers 10th–90th percentile over all)",
         tickvals=ticks,
         ticktext=[f"{t:,}" for t in ticks],
     )
@@ -242,44 +271,67 @@ def guard_cost(results) -> go.Figure:
 
 
 def call_breakdown(results) -> go.Figure:
-    """Where a compiled call's host time goes (backend="eager"), stacked: the graph, the guard
-    check, and the rest of Dynamo's path (the remainder, round by round); eager as a marker."""
-    c = calls(results)
-    data = results("m04/guards")
-    points = data["sweep"]
+    """Where a compiled call's host time goes (backend="eager"), stacked: the graph called
+    directly, the guard check, and the rest (the remainder, round by round; it also carries the
+    difference between the two stand-ins and what Dynamo runs); eager as a marker. Each part is
+    the median over the processes of that part's median, as a share of the whole call's."""
+    pinned = _per_process(results, "m04/guards")
+    runs = [r("m04/guards") for r in pinned]
+    rows = [calls(r)["by_tensors"] for r in pinned]
+    points = runs[0]["sweep"]
     x = [f"{p['tensors']:,}" for p in points]
-    rows = [c["by_tensors"][str(p["tensors"])] for p in points]
+
+    def over_processes(value) -> list[tuple[float, str]]:
+        """Per point: the median over processes of value(run, row, i), and each process's value."""
+        out = []
+        for i, p in enumerate(points):
+            vals = [value(run, row[str(p["tensors"])], i) for run, row in zip(runs, rows)]
+            out.append((_middle(vals), ", ".join(f"{v:.1f}" for v in vals)))
+        return out
+
+    def timed(name):
+        return over_processes(lambda run, row, i: run["sweep"][i]["host_us"][name]["median"])
+
     layers = (
-        ("the captured graph, called directly", [p["host_us"]["graph_alone"]["median"] for p in points]),
-        ("the guard check", [p["host_us"]["guards_alone"]["median"] for p in points]),
-        ("the rest: wrapper, frame hook, cache lookup, modified bytecode", [r["rest_us"]["median"] for r in rows]),
+        ("the captured graph, called directly", timed("graph_alone")),
+        ("the guard check", timed("guards_alone")),
+        (
+            "the rest: wrapper, frame hook, cache lookup, modified bytecode, disable wrapper",
+            over_processes(lambda run, row, i: row["rest_us"]["median"]),
+        ),
     )
-    totals = [p["host_us"]["dynamo_eager"]["median"] for p in points]
+    totals = [m for m, _ in timed("dynamo_eager")]
     fig = go.Figure()
     for name, values in layers:
         fig.add_trace(
             go.Bar(
                 x=x,
-                y=[v / t for v, t in zip(values, totals)],
+                y=[v / t for (v, _), t in zip(values, totals)],
                 name=name,
-                customdata=[[v, p["guards"]] for v, p in zip(values, points)],
+                customdata=[[v, p["guards"], each] for (v, each), p in zip(values, points)],
                 hovertemplate="%{x} tensors, %{customdata[1]} guards: %{customdata[0]:.2f} µs, %{y:.0%} of the "
-                "compiled call<extra>" + name + "</extra>",
+                "compiled call (each process: %{customdata[2]} µs)<extra>" + name + "</extra>",
             )
         )
+    eager = timed("eager")
     fig.add_trace(
         go.Scatter(
             x=x,
-            y=[p["host_us"]["eager"]["median"] / t for p, t in zip(points, totals)],
+            y=[m / t for (m, _), t in zip(eager, totals)],
             mode="markers",
             name="eager, for scale",
             marker={"symbol": "line-ew-open", "size": 40, "line": {"width": 3}},
-            customdata=[p["host_us"]["eager"]["median"] for p in points],
-            hovertemplate="%{x} tensors: eager %{customdata:.2f} µs<extra></extra>",
+            customdata=[[m, each] for m, each in eager],
+            hovertemplate="%{x} tensors: eager %{customdata[0]:.2f} µs (each process: %{customdata[1]} µs)"
+            "<extra></extra>",
         )
     )
     fig.update_xaxes(type="category", title_text="guarded tensor inputs (hover for the number of guards)")
-    fig.update_yaxes(title_text="share of a compiled call's host time (medians)", tickformat=".0%", range=[0, 1.05])
+    fig.update_yaxes(
+        title_text="share of a compiled call's host time (medians over the processes)",
+        tickformat=".0%",
+        range=[0, 1.05],
+    )
     fig.update_layout(
         barmode="stack",
         legend={"orientation": "h", "yanchor": "top", "y": -0.2},
