@@ -47,8 +47,7 @@ from markdown import Extension
 from markdown.preprocessors import Preprocessor
 
 from coursekit import results as store
-from coursekit import scoreboard
-from coursekit import stats
+from coursekit import scoreboard, stats
 
 PLACEHOLDER = re.compile(r"(?<!\\)\{\{\s*(?P<body>[^{}]+?)\s*\}\}")
 FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
@@ -708,7 +707,7 @@ class ResultsPreprocessor(Preprocessor):
             spread = "per-round ratios, same rounds" if r["paired"] else "ratio of medians; spread from both ends"
             ratio = (
                 f'{num(r["ratio"], ".2f")} <small title="10th percentile: {html.escape(spread)}">'
-                f'(p10 {num(r["ratio_p10"], ".2f")})</small>'
+                f"(p10 {num(r['ratio_p10'], '.2f')})</small>"
             )
             verdict = "meets" if r["meets"] else "<strong>misses</strong>"
             chapter = r["chapter"].removesuffix(".md")
@@ -724,9 +723,24 @@ class ResultsPreprocessor(Preprocessor):
                 f'<a href="{self.snippet_link(r["key"])}">{html.escape(r["key"])}.py</a>',
                 f'<a href="{self.data_link(doc)}">json</a>',
             ]
-            body.append(f'<tr class="{"meets" if r["meets"] else "misses"}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+            body.append(
+                f'<tr class="{"meets" if r["meets"] else "misses"}">'
+                + "".join(f"<td>{c}</td>" for c in cells)
+                + "</tr>"
+            )
         met = sum(r["meets"] for r in rows)
-        head = ["Program", "Peer", "Ours", "Theirs", "Ratio (theirs / ours)", "Bar", "Verdict", "Chapter", "Snippet", "Data"]
+        head = [
+            "Program",
+            "Peer",
+            "Ours",
+            "Theirs",
+            "Ratio (theirs / ours)",
+            "Bar",
+            "Verdict",
+            "Chapter",
+            "Snippet",
+            "Data",
+        ]
         return self.stash(
             f'<p class="scoreboard-summary">{len(rows)} races on {html.escape(self.hardware)}: '
             f"{met} meet their bar, {len(rows) - met} miss it.</p>"

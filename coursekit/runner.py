@@ -131,7 +131,7 @@ def print_table(snippet: Path, data) -> None:
         if isinstance(node, ast.If) and ast.unparse(node.test) in ("__name__ == '__main__'", '__name__ == "__main__"')
     ]
     if len(mains) != 1:
-        raise SnippetError(f"{snippet} has {len(mains)} `if __name__ == \"__main__\":` blocks, not one")
+        raise SnippetError(f'{snippet} has {len(mains)} `if __name__ == "__main__":` blocks, not one')
     module.measure = lambda small=False: data
     exec(compile(ast.Module(body=mains[0].body, type_ignores=[]), str(snippet), "exec"), module.__dict__)
 

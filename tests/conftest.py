@@ -1,9 +1,9 @@
 """Shared fixtures: the repository root and one strict build of the site per test session."""
 
 import functools
-import json
 import http.server
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -135,7 +135,9 @@ def run_script_once(path):
             standalone = folder / Path(path).name
             standalone.write_text(deps.standalone(Path(path)))
             runner = str(ROOT / "coursekit" / "runner.py")
-            proc = run_python([runner, standalone.name, "out.json", "--small", "--table"], cwd=folder, env_extra={"PYTHONPATH": ""})
+            proc = run_python(
+                [runner, standalone.name, "out.json", "--small", "--table"], cwd=folder, env_extra={"PYTHONPATH": ""}
+            )
             proc.standalone = standalone.read_text()
             out = folder / "out.json"
             proc.data = json.loads(out.read_text())["data"] if proc.returncode == 0 and out.exists() else None

@@ -105,6 +105,6 @@ def test_the_scoreboard_page_shows_every_race_and_marks_the_misses(built_site):
     for row, (verdict, cells) in zip(rows, table_rows):
         assert html_lib.escape(row["name"]) in cells
         assert verdict == ("meets" if row["meets"] else "misses")
-        assert f'{row["key"]}.py' in cells and "downloads/data/nvidia-h200/" in cells
+        assert f"{row['key']}.py" in cells and "downloads/data/nvidia-h200/" in cells
     missed = sum(not r["meets"] for r in rows)
     assert f"{len(rows) - missed} meet their bar, {missed} miss it" in page

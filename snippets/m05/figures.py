@@ -120,7 +120,10 @@ def derived(results) -> dict:
             **_composition(_dynamo_counts(ladder)),
         },
         "joint": {**_composition(joint), "mm": by_name.get("mm", 0), "t": by_name.get("t", 0)},
-        "export": {"exported": _composition(export["exported"]["targets"]), "core": _composition(export["core_aten"]["targets"])},
+        "export": {
+            "exported": _composition(export["exported"]["targets"]),
+            "core": _composition(export["core_aten"]["targets"]),
+        },
         "duplicated_by_partition": levels["forward"]["ops"] + levels["backward"]["ops"] - levels["joint"]["ops"],
         "joint_core_growth": levels["joint_core_aten"]["ops"] - levels["joint"]["ops"],
         "inductor": {
@@ -140,9 +143,7 @@ def derived(results) -> dict:
             "norm_min_cut_per_row": norm_min["activation_bytes"] / (saved["shape"]["batch"] * saved["shape"]["seq"]),
             "block_swapped": len(block_default_names ^ block_min_names) // 2,
             "block_mlp_bytes": sum(
-                a[3]
-                for a in _case(saved, "block", "inductor", "min_cut")["activations"]
-                if _numel(a[2]) == wide
+                a[3] for a in _case(saved, "block", "inductor", "min_cut")["activations"] if _numel(a[2]) == wide
             ),
         },
     }
@@ -153,8 +154,8 @@ def triton(results) -> dict:
     with its size, and the one matrix-multiply operation as each stage writes it."""
     art = results("m07/artifacts")
     sizes = [
-        f"{s['stage']:<6} {s['lines'] if s['lines'] is not None else '(binary)':>9} {'lines' if s['lines'] is not None else '':<6}"
-        f"{s['bytes']:>9,} bytes"
+        f"{s['stage']:<6} {s['lines'] if s['lines'] is not None else '(binary)':>9} "
+        f"{'lines' if s['lines'] is not None else '':<6}{s['bytes']:>9,} bytes"
         for s in art["stages"]
     ]
     ex = art["tma"]["excerpts"]
@@ -274,7 +275,11 @@ def saved_bytes(results) -> go.Figure:
         ("norm block,<br>ATen ops whole", "norm_block", "aten"),
     ]
     series = [
-        ("every tensor the forward computes", "#888888", lambda m, d: _case(saved, m, d, "min_cut")["all_forward_bytes"]),
+        (
+            "every tensor the forward computes",
+            "#888888",
+            lambda m, d: _case(saved, m, d, "min_cut")["all_forward_bytes"],
+        ),
         ("eager autograd", "#2a9d5c", lambda m, d: eager[m]),
         ("default_partition", "#9bb7e0", lambda m, d: _case(saved, m, d, "default")["activation_bytes"]),
         ("min-cut partition", "#1f5fbf", lambda m, d: _case(saved, m, d, "min_cut")["activation_bytes"]),

@@ -185,8 +185,8 @@ def measure(small: bool = False) -> dict:
             "inductor_bytes: torch._inductor.metrics.num_bytes_accessed, each buffer once per kernel that reads or "
             "writes it (x read again for row t - 1 inside the same kernel is not counted twice)",
             "max_abs_error: compiled variant against eager token_shift, in float32",
-            "triton: the hand-written kernel (token_shift_kernel), autotuned over ROWS and warps; it computes in float32 "
-            "and rounds once, where eager rounds to bfloat16 after every op",
+            "triton: the hand-written kernel (token_shift_kernel), autotuned over ROWS and warps; it computes in "
+            "float32 and rounds once, where eager rounds to bfloat16 after every op",
             "refusal_reasons: the scheduler's fusion log, reason -> times logged; rules: where the reason is decided",
             "on a CPU, Inductor generates C++ and fuses differently (one C++ function can hold several loop nests, "
             "and the rewrite does not save bytes there); the kernel counts and times that make the point are a GPU's",
