@@ -29,7 +29,6 @@ COLORS = {
     "torch_eager": "#e07b00",
     "torch_compile": "#2e8b57",
     "cublas": "#e07b00",
-    "cublas_after": "#c62828",
 }
 DTYPE_SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 TILE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
@@ -203,7 +202,25 @@ def softmax_facts(results) -> dict:
             entry[f"{name}_vs_{first['n_cols']}"] = _ratio(v["GBps"], first["variants"][name]["GBps"])
         by[key] = entry
         lines.append(f"{p['dtype']:<9} {p['n_cols']:>6}  {entry['way']:<34} {cfg['num_warps']:>5} {per_thread:>13}")
-    return {"by": by, "config_table": "\n".join(lines), "copy_ceiling_GBps": ceiling}
+    # The races (the snippet's per-round ratios, the peer's time over ours: above 1, ours is faster):
+    # those lost at the median, and the closest of those won.
+    peers = {"vs_eager": "torch.softmax", "vs_compile": "torch.compile"}
+    races = [
+        (ratio, f"{p['dtype']}, N = {p['n_cols']:,}, against {peers.get(name, name)}")
+        for p in data["points"]
+        for name, ratio in p.get("speedup", {}).items()
+    ]
+    won = [r for r in races if r[0]["median"] >= 1]
+    closest = min(won, key=lambda r: r[0]["median"]) if won else None
+    return {
+        "by": by,
+        "config_table": "\n".join(lines),
+        "copy_ceiling_GBps": ceiling,
+        "races": len(races),
+        "races_won": len(won),
+        "races_lost": "; ".join(label for ratio, label in races if ratio["median"] < 1) or "none",
+        "closest_win": {"ratio": closest[0], "label": closest[1]} if closest else {},
+    }
 
 
 def softmax_bandwidth(results) -> go.Figure:
@@ -297,8 +314,6 @@ def matmul_facts(results) -> dict:
             "cublas_of_ceiling": _ratio(cublas["TFLOPs"], ceiling["TFLOPs"]),
             "steps": {},
         }
-        if "cublas_after" in p:
-            entry["cublas_after_vs_before"] = _ratio(p["cublas_after"]["TFLOPs"], cublas["TFLOPs"])
         step_lines.append(f"{size}^3: torch.mm (cuBLAS) {cublas['TFLOPs']['median']:.0f} TFLOP/s")
         step_lines.append(
             f"  {'step':<20} {'TFLOP/s':>7} {'/cuBLAS':>7}  {'regs':>4} {'shared KiB':>10} {'wgmma':>5}"
@@ -323,6 +338,8 @@ def matmul_facts(results) -> dict:
                 # above 1: faster than the step before
                 row["vs_previous"] = _time_ratio(previous["time_us"], s["time_us"])
                 row["previous"] = _step_label(previous["step"])
+                # above 1: faster than the first step (the tutorial kernel), round by round
+                row["vs_first"] = _time_ratio(p["steps"][0]["time_us"], s["time_us"])
             if facts:
                 row.update(
                     {
@@ -352,8 +369,22 @@ def matmul_facts(results) -> dict:
             best = max(entry["steps"].values(), key=lambda row: row["vs_cublas"]["median"])
             entry["best"] = best
         by_size[str(size)] = entry
+    # The autotuner's own timing of the tile loop flattened against the same candidate unflattened:
+    # above 1, the flattened loop took longer. One do_bench median per candidate, no spread.
+    flatten = []
+    for p in data["points"]:
+        for s in p["steps"]:
+            tuned = [c for c in s.get("autotune", []) if "FLATTEN" in c and c.get("autotune_ms")]
+            for c in (c for c in tuned if c["FLATTEN"]):
+                rest = {k: v for k, v in c.items() if k not in ("FLATTEN", "autotune_ms")}
+                twin = next(
+                    (u for u in tuned if not u["FLATTEN"] and all(u.get(k) == v for k, v in rest.items())), None
+                )
+                if twin:
+                    flatten.append(c["autotune_ms"] / twin["autotune_ms"])
     return {
         "by_size": by_size,
+        "flatten_cost": {"min": min(flatten), "max": max(flatten), "n": len(flatten)} if flatten else {},
         "steps_table": "\n".join(step_lines),
         "autotune_table": "\n".join(tune_lines),
         "ceiling_shape": ceiling.get("shape", ""),
@@ -361,8 +392,8 @@ def matmul_facts(results) -> dict:
 
 
 def matmul_steps(results) -> go.Figure:
-    """TFLOP/s of each step at each size, with torch.mm (cuBLAS) timed before and after the steps
-    and the build's GEMM ceiling; the hover names the config and the compiled facts."""
+    """TFLOP/s of each step at each size, with torch.mm (cuBLAS) timed in the same rounds and the
+    build's GEMM ceiling; the hover names the config and the compiled facts."""
     data = results("m07/matmul")
     facts = matmul_facts(results)["by_size"]
     ceiling = results("methodology/ceilings")["gemm"]["TFLOPs"]["median"]
@@ -399,11 +430,7 @@ def matmul_steps(results) -> go.Figure:
             row=1,
             col=col,
         )
-        lines = [(p["cublas"], "torch.mm (cuBLAS)", "dash", COLORS["cublas"])]
-        if "cublas_after" in p:  # older results: cuBLAS timed again after the steps
-            after = (p["cublas_after"], "torch.mm (cuBLAS), after the steps", "longdashdot", COLORS["cublas_after"])
-            lines.append(after)
-        for summary, text, dash, color in lines:
+        for summary, text, dash, color in [(p["cublas"], "torch.mm (cuBLAS), same rounds", "dash", COLORS["cublas"])]:
             value = summary["TFLOPs"]["median"]
             fig.add_trace(
                 go.Scatter(
@@ -440,6 +467,53 @@ def matmul_steps(results) -> go.Figure:
         legend={"orientation": "h", "yanchor": "top", "y": -0.22},
         hovermode="closest",
         bargap=0.3,
+    )
+    return fig
+
+
+def matmul_vs_cublas(results) -> go.Figure:
+    """Each step's speed relative to torch.mm (cuBLAS), cuBLAS's time over the step's taken round by
+    round in the same interleaved rounds: the median ratio with the 10th to 90th percentile as
+    whiskers, and the scoreboard's bar. Dots, not bars: the ratios sit near 1 and the axis does not
+    start at zero."""
+    data = results("m07/matmul")
+    facts = matmul_facts(results)["by_size"]
+    bar = next((r["bar"] for r in data.get("races", [])), 1.0)
+    fig = go.Figure()
+    symbols = ["circle", "diamond", "square", "triangle-up"]
+    for i, p in enumerate(data["points"]):
+        rows = [facts[str(p["size"])]["steps"][s["step"]] for s in p["steps"]]
+        ratios = [r["vs_cublas"] for r in rows]
+        mids = [g["median"] for g in ratios]
+        fig.add_trace(
+            go.Scatter(
+                x=[r["label"] for r in rows],
+                y=mids,
+                mode="markers",
+                name=f"M = N = K = {p['size']}",
+                marker={"size": 11, "symbol": symbols[i % len(symbols)]},
+                offsetgroup=str(p["size"]),  # the sizes side by side at each step
+                error_y=_spread([g["p10"] for g in ratios], mids, [g["p90"] for g in ratios]),
+                hovertemplate="%{x}, M = N = K = "
+                + str(p["size"])
+                + ": %{y:.3f} of cuBLAS's speed<br>(median of the per-round ratios; whiskers: 10th–90th percentile)"
+                + "<extra></extra>",
+            )
+        )
+    fig.add_hline(
+        y=bar,
+        line={"dash": "dash", "color": COLORS["cublas"], "width": 2},
+        annotation_text="the bar: as fast as cuBLAS",
+        annotation_position="top left",
+    )
+    fig.update_yaxes(title_text="speed relative to cuBLAS (its time over the step's, per round)")
+    fig.update_layout(
+        height=420,
+        margin={"l": 80, "r": 20, "t": 20, "b": 60},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.18},
+        hovermode="closest",
+        scattermode="group",
+        scattergap=0.6,
     )
     return fig
 
