@@ -114,8 +114,47 @@ def built_site(site_dir, site_server):
 _script_runs = {}
 
 
+def _shared_dir() -> Path | None:
+    """A folder shared by the pytest-xdist workers of one test run (None without xdist): a snippet run
+    by one worker is read by the others instead of being run again."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run:
+        return None
+    folder = Path(tempfile.gettempdir()) / f"course-script-runs-{run}"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def _run_script(path):
+    from coursekit import deps
+    from coursekit import results as store
+
+    if Path(path).resolve() in {p.resolve() for p in store.snippet_files()}:
+        folder = Path(tempfile.mkdtemp(prefix="reader-", dir=os.environ.get("TMPDIR")))
+        standalone = folder / Path(path).name
+        standalone.write_text(deps.standalone(Path(path)))
+        runner = str(ROOT / "coursekit" / "runner.py")
+        proc = run_python(
+            [runner, standalone.name, "out.json", "--small", "--table"], cwd=folder, env_extra={"PYTHONPATH": ""}
+        )
+        out = folder / "out.json"
+        data = json.loads(out.read_text())["data"] if proc.returncode == 0 and out.exists() else None
+        text = standalone.read_text()
+        shutil.rmtree(folder, ignore_errors=True)
+        return {
+            "returncode": proc.returncode,
+            "stdout": proc.stdout,
+            "stderr": proc.stderr,
+            "data": data,
+            "standalone": text,
+        }
+    proc = run_python([str(path)])
+    return {"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr, "data": None}
+
+
 def run_script_once(path):
-    """`python path` on the CPU, run once per test session however many tests need it.
+    """`python path` on the CPU, run once per test session however many tests need it (and, under
+    pytest-xdist, once per test run: the workers share the result through a locked file).
 
     A measured snippet runs as its download: the same file with the course's helpers it uses
     inlined (coursekit/deps.py), alone in an empty folder with nothing of the project on the path,
@@ -125,24 +164,24 @@ def run_script_once(path):
     prints the snippet's table from that data as `python FILE` would. That one run proves the
     table, the data (tests/test_snippets.py) and the download (tests/test_downloads.py, which also
     checks statically that no download imports the project)."""
-    from coursekit import deps
-    from coursekit import results as store
+    import fcntl
+    import hashlib
+    import types
 
     key = str(path)
     if key not in _script_runs:
-        if Path(path).resolve() in {p.resolve() for p in store.snippet_files()}:
-            folder = Path(tempfile.mkdtemp(prefix="reader-", dir=os.environ.get("TMPDIR")))
-            standalone = folder / Path(path).name
-            standalone.write_text(deps.standalone(Path(path)))
-            runner = str(ROOT / "coursekit" / "runner.py")
-            proc = run_python(
-                [runner, standalone.name, "out.json", "--small", "--table"], cwd=folder, env_extra={"PYTHONPATH": ""}
-            )
-            proc.standalone = standalone.read_text()
-            out = folder / "out.json"
-            proc.data = json.loads(out.read_text())["data"] if proc.returncode == 0 and out.exists() else None
-            _script_runs[key] = proc
-            shutil.rmtree(folder, ignore_errors=True)
+        shared = _shared_dir()
+        if shared is None:
+            result = _run_script(path)
         else:
-            _script_runs[key] = run_python([key])
+            name = hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:24]
+            with open(shared / f"{name}.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # another worker running this script: wait for its result
+                done = shared / f"{name}.json"
+                if done.exists():
+                    result = json.loads(done.read_text())
+                else:
+                    result = _run_script(path)
+                    done.write_text(json.dumps(result))
+        _script_runs[key] = types.SimpleNamespace(args=[key], **result)
     return _script_runs[key]
