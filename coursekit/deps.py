@@ -266,6 +266,25 @@ def standalone(snippet: Path) -> str:
     own_imports = {
         ast.unparse(s) for s in body if isinstance(s, ast.Import | ast.ImportFrom) and s.lineno < first_project
     }
+    # ... nor the names they bind, imported again from the same module (a statement that imports
+    # several names keeps those the snippet lacks)
+    own_names = {
+        (getattr(s, "module", None), a.name, a.asname)
+        for s in body
+        if isinstance(s, ast.Import | ast.ImportFrom) and s.lineno < first_project
+        for a in s.names
+    }
+
+    def new_names(s: ast.stmt) -> ast.stmt | None:
+        names = [a for a in s.names if (getattr(s, "module", None), a.name, a.asname) not in own_names]
+        if len(names) == len(s.names):
+            return s
+        if not names:
+            return None
+        kept_names = ast.copy_location(type(s)(**{**s.__dict__, "names": names}), s)
+        kept_names.rewritten = True  # written out from the tree, not copied from the source lines
+        return kept_names
+
     kept: dict[Path, list[ast.stmt]] = {}
     needs: dict[Path, set[Path]] = {}
     for path, names in by_module.items():
@@ -286,13 +305,14 @@ def standalone(snippet: Path) -> str:
         project = _project_imports(stmts, path)
         # only the imports the kept code uses, and none the file already has
         imports = [
-            s
+            new_names(s)
             for s in stmts
             if isinstance(s, ast.Import | ast.ImportFrom)
             and not _project_imports([s], path)
             and set(_bound_names(s)) & used
             and ast.unparse(s) not in own_imports
         ]
+        imports = [s for s in imports if s is not None]
         kept[path] = imports + code
         needs[path] = {project[n][0] for n in used if n in project and project[n][0] in by_module}
     # Modules in dependency order (what a module's code uses is defined above it), then by name.
@@ -319,7 +339,7 @@ def standalone(snippet: Path) -> str:
                 emitted.add(ast.unparse(s))
             if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 text += ["", ""]  # two blank lines around a definition, as PEP 8 has it
-            text += _lines(mod, s)
+            text += [ast.unparse(s)] if getattr(s, "rewritten", False) else _lines(mod, s)
         if any(line.strip() for line in text):
             inlined.append(
                 f"# ---- {relative(path)}, inlined: the course's helpers this file uses, so that it runs alone"

@@ -47,7 +47,9 @@ In the rendered page, also: ``<code>``, ``<pre>``, ``<script>``, ``<style>``, ``
 ``<svg>``, elements of class ``measured`` (a placeholder's value; ``measured fallback`` too),
 ``cited``, ``constant``, ``reading-time`` (``{{ reading-time ... }}``'s "12 min"),
 ``provenance`` (``<details class="provenance">``), ``hardware-sets`` (the table
-``{{ hardware-sets }}`` draws from the stored results), ``jp-CodeCell`` and ``clipboard-copy-txt``
+``{{ hardware-sets }}`` draws from the stored results), ``scoreboard`` (the table ``{{ scoreboard }}``
+draws from the stored races: names such as "65,536 x 1,024" are shapes, and every time in it is a
+stored median), ``jp-CodeCell`` and ``clipboard-copy-txt``
 (a notebook's code cells and the hidden copy of their code). Tags are stripped (inline ones
 without a gap, so ``7<b>.3</b> µs`` reads ``7.3 µs``; a block, a table cell included, ends a
 phrase), entities unescaped.
@@ -520,7 +522,7 @@ def lint_python_strings(source: str) -> list[Hit]:
 
 SKIP_TAGS = frozenset("code pre script style template q figure svg math textarea".split())
 SKIP_CLASSES = frozenset(
-    "measured cited constant reading-time provenance hardware-sets jp-CodeCell clipboard-copy-txt".split()
+    "measured cited constant reading-time provenance hardware-sets scoreboard jp-CodeCell clipboard-copy-txt".split()
 )
 VOID_TAGS = frozenset("area base br col embed hr img input link meta param source track wbr".split())
 

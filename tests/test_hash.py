@@ -182,3 +182,22 @@ def test_the_download_orders_modules_by_use_and_keeps_only_needed_imports(tree):
     namespace = {"__name__": "standalone"}
     exec(compile(text, "standalone.py", "exec"), namespace)  # noqa: S102
     assert namespace["measure"]()["unit"] == "us"
+
+
+def test_the_download_does_not_import_a_name_the_snippet_already_imports(tree):
+    """A helper's `from m import a, b` where the snippet has `from m import a` already: the inlined
+    import keeps `b` alone (pyflakes would call a second import of `a` a redefinition); one that
+    only repeats the snippet's names is dropped."""
+    (tree / "coursekit" / "helpers.py").write_text(
+        "from math import pi, tau\nfrom math import e\n\n\ndef circle():\n    return pi + tau + e\n"
+    )
+    (tree / "snippets" / "mx" / "a.py").write_text(
+        "from math import e, pi\n\nfrom coursekit.helpers import circle\n\n\ndef measure(small=False):\n"
+        "    return circle() + pi + e\n"
+    )
+    text = deps.standalone(tree / "snippets" / "mx" / "a.py")
+    imports = [line for line in text.splitlines() if line.startswith("from math")]
+    assert imports == ["from math import e, pi", "from math import tau"], imports
+    namespace = {"__name__": "standalone"}
+    exec(compile(text, "standalone.py", "exec"), namespace)  # noqa: S102
+    assert abs(namespace["measure"]() - (4 * 3.141592653589793 + 2 * 2.718281828459045)) < 1e-9
