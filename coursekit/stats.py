@@ -52,3 +52,43 @@ def summarize(samples: list[float], unit: str, clock: str | None = None, rounds:
     if rounds:
         summary["rounds"] = [float(s) for s in samples]
     return summary
+
+
+# Summaries combined at site-build time (snippets/*/figures.py): a spread for a value computed
+# from two measurements timed apart, and error bars for plotly.
+def error_bars(lows, mids, highs):
+    """Error bars from the 10th to the 90th percentile around the median."""
+    return {
+        "type": "data",
+        "symmetric": False,
+        "array": [h - m for m, h in zip(mids, highs)],
+        "arrayminus": [m - lo for lo, m in zip(lows, mids)],
+    }
+
+
+def ratio_spread(a: dict, b: dict, unit: str = "") -> dict:
+    """a / b for two summaries timed apart (no pairing): the median of the ratio of medians, and
+    a spread that takes the worst case of both, so a claim on it holds only if it holds for every
+    combination of the two spreads."""
+    return {
+        "median": a["median"] / b["median"],
+        "p10": a["p10"] / b["p90"],
+        "p90": a["p90"] / b["p10"],
+        "min": a["min"] / b["max"],
+        "max": a["max"] / b["min"],
+        "n": min(a["n"], b["n"]),
+        "unit": unit,
+    }
+
+
+def difference_spread(a: dict, b: dict) -> dict:
+    """a - b for two summaries timed apart, with the worst-case spread (see ratio_spread)."""
+    return {
+        "median": a["median"] - b["median"],
+        "p10": a["p10"] - b["p90"],
+        "p90": a["p90"] - b["p10"],
+        "min": a["min"] - b["max"],
+        "max": a["max"] - b["min"],
+        "n": min(a["n"], b["n"]),
+        "unit": a["unit"],
+    }

@@ -9,7 +9,13 @@ import math
 
 import plotly.graph_objects as go
 
-from coursekit.stats import summarize  # torch-free: figures run at site-build time without torch
+# torch-free: figures run at site-build time without torch
+from coursekit.stats import (
+    difference_spread,
+    error_bars,
+    ratio_spread,
+    summarize,
+)
 
 LABELS = {
     "eager": "eager",
@@ -23,44 +29,6 @@ OPS_PER_BLOCK = 5  # ops the host dispatches per block: LayerNorm, addmm, GELU, 
 GPU_BOUND_FRACTION = 0.8  # busy for less of the wall time than this: the host binds (a CUDA graph of
 # the same kernels, with no host in the way, kept the GPU busier at every size)
 POINTWISE_ELEMENTS_PER_TOKEN = 13  # per block and model width: LayerNorm 2, GELU 8, add 3 (eager_bytes)
-
-
-def _spread(lows, mids, highs):
-    """Error bars from the 10th to the 90th percentile around the median."""
-    return {
-        "type": "data",
-        "symmetric": False,
-        "array": [h - m for m, h in zip(mids, highs)],
-        "arrayminus": [m - lo for lo, m in zip(lows, mids)],
-    }
-
-
-def _ratio(a: dict, b: dict, unit: str = "") -> dict:
-    """a / b for two summaries timed apart (no pairing): the median of the ratio of medians, and
-    a spread that takes the worst case of both, so a claim on it holds only if it holds for every
-    combination of the two spreads."""
-    return {
-        "median": a["median"] / b["median"],
-        "p10": a["p10"] / b["p90"],
-        "p90": a["p90"] / b["p10"],
-        "min": a["min"] / b["max"],
-        "max": a["max"] / b["min"],
-        "n": min(a["n"], b["n"]),
-        "unit": unit,
-    }
-
-
-def _minus(a: dict, b: dict) -> dict:
-    """a - b for two summaries timed apart, with the worst-case spread (see _ratio)."""
-    return {
-        "median": a["median"] - b["median"],
-        "p10": a["p10"] - b["p90"],
-        "p90": a["p90"] - b["p10"],
-        "min": a["min"] - b["max"],
-        "max": a["max"] - b["min"],
-        "n": min(a["n"], b["n"]),
-        "unit": a["unit"],
-    }
 
 
 def _scaled(amount: float, time_us: dict, unit: str) -> dict:
@@ -95,7 +63,8 @@ def derived(results) -> dict:
     profiler with their inputs in L2, can run faster than the reference GEMMs timed by do_bench
     with L2 flushed): the FLOPs at that rate, the fused minimum of bytes at copy bandwidth.
 
-    Values that combine two measurements carry a worst-case spread (_ratio, _minus), so that a
+    Values that combine two measurements carry a worst-case spread (coursekit.stats.ratio_spread,
+    difference_spread), so that a
     claim on them rests on the spreads, not on the medians alone.
     """
     modes = results("m03/modes")
@@ -137,7 +106,7 @@ def derived(results) -> dict:
             "gemm_busy_us": gemm_us,
             "other_busy_us": other_us,
             "idle_us": eager_us - busy_us,
-            "gpu_busy_fraction": _ratio(eager["gpu_busy_us"], eager["time_us"]),
+            "gpu_busy_fraction": ratio_spread(eager["gpu_busy_us"], eager["time_us"]),
             "gemm_fraction_of_busy": gemm_us / busy_us if busy_us > 0 else 0.0,
             "kernels_per_step": eager["kernels_per_step"],
             "ops_per_forward": ops,
@@ -152,20 +121,20 @@ def derived(results) -> dict:
             "predicted_graphs_speedup": eager_us / graphs_us,
             "predicted_fusion_us": fusion_us,
             "predicted_fusion_speedup": eager_us / fusion_us,
-            "compiled_busy_saving_us": _minus(eager["gpu_busy_us"], by_mode["default"]["gpu_busy_us"]),
+            "compiled_busy_saving_us": difference_spread(eager["gpu_busy_us"], by_mode["default"]["gpu_busy_us"]),
             "best_mode": max(by_mode, key=lambda m: by_mode[m]["speedup"]["median"]),
         }
         if gemm_us > 0:
             row["gemm_TFLOPs"] = _scaled(p["flops"] / 1e6, eager["gemm_busy_us"], "TFLOP/s")
         if "eager-cudagraph" in by_mode:  # CUDA runs: what a graph of the eager kernels leaves
             graph = by_mode["eager-cudagraph"]
-            row["graph_excess_us"] = _minus(graph["time_us"], graph["gpu_busy_us"])  # replay above its busy time
-            row["graph_gaps_us"] = _minus(graph["span_us"], graph["gpu_busy_us"])  # idle between its kernels
-            row["graph_between_us"] = _minus(graph["time_us"], graph["span_us"])  # from one replay to the next
-            row["graph_busy_fraction"] = _ratio(graph["gpu_busy_us"], graph["time_us"])
+            row["graph_excess_us"] = difference_spread(graph["time_us"], graph["gpu_busy_us"])  # replay above busy
+            row["graph_gaps_us"] = difference_spread(graph["span_us"], graph["gpu_busy_us"])  # idle between its kernels
+            row["graph_between_us"] = difference_spread(graph["time_us"], graph["span_us"])  # replay to replay
+            row["graph_busy_fraction"] = ratio_spread(graph["gpu_busy_us"], graph["time_us"])
         if "reduce-overhead" in by_mode:  # is reduce-overhead itself still host-bound here?
             ro = by_mode["reduce-overhead"]
-            row["reduce_overhead_busy_fraction"] = _ratio(ro["gpu_busy_us"], ro["time_us"])
+            row["reduce_overhead_busy_fraction"] = ratio_spread(ro["gpu_busy_us"], ro["time_us"])
         rows.append(row)
     return {
         "copy_GBps": ceilings["copy"]["GBps"]["median"],
@@ -194,7 +163,7 @@ def speedup(results) -> go.Figure:
                 y=[r["speedup"]["median"] for r in runs],
                 mode="lines+markers",
                 name=LABELS[mode],
-                error_y=_spread(*([r["speedup"][q] for r in runs] for q in ("p10", "median", "p90"))),
+                error_y=error_bars(*([r["speedup"][q] for r in runs] for q in ("p10", "median", "p90"))),
                 customdata=[[r["time_us"]["median"], r["gpu_busy_us"]["median"]] for r in runs],
                 hovertemplate="%{x} tokens: %{y:.2f}× (%{customdata[0]:.1f} µs per forward; "
                 "its kernels busy for %{customdata[1]:.1f} µs)<extra>" + LABELS[mode] + "</extra>",
@@ -447,7 +416,7 @@ def host_ladder(results) -> go.Figure:
             x=med,
             orientation="h",
             name="per forward, back to back",
-            error_x=_spread(
+            error_x=error_bars(
                 [rungs[s]["host_us"]["p10"] for s in names], med, [rungs[s]["host_us"]["p90"] for s in names]
             ),
             hovertemplate="%{y}: %{x:.1f} µs (median; whiskers: 10th–90th percentile)<extra></extra>",

@@ -17,7 +17,8 @@ minus the two) also carries their differences, of a sign that was not measured.
 
 import plotly.graph_objects as go
 
-from coursekit.stats import summarize  # torch-free: figures run at site-build time without torch
+# torch-free: figures run at site-build time without torch
+from coursekit.stats import error_bars, summarize
 
 VARIANTS = {  # the sweep's variants, in the order the figure draws them
     "eager": "eager (the function, uncompiled)",
@@ -31,16 +32,6 @@ STAGES = {  # compile_time's backends, each stopping one stage later; the stage 
     "aot_eager": "+ AOTAutograd: ATen graph",
     "inductor": "+ Inductor: fusion, Triton code, kernels compiled",
 }
-
-
-def _spread(lows, mids, highs):
-    """Error bars from the 10th to the 90th percentile around the median."""
-    return {
-        "type": "data",
-        "symmetric": False,
-        "array": [h - m for m, h in zip(mids, highs)],
-        "arrayminus": [m - lo for lo, m in zip(lows, mids)],
-    }
 
 
 def _paired(values: list[float], unit: str) -> dict:
@@ -247,7 +238,7 @@ def guard_cost(results) -> go.Figure:
                 name=label,
                 line={"dash": "dot"} if name == "guards_alone" else {},
                 marker={"size": 9, "symbol": "diamond" if name == "guards_alone" else "circle"},
-                error_y=_spread(lows, mids, highs),
+                error_y=error_bars(lows, mids, highs),
                 customdata=[[p["guards"], m] for p, m in zip(points, medians)],
                 hovertemplate="%{x} tensors, %{customdata[0]} guards: %{y:.2f} µs per call; each process's "
                 "median: %{customdata[1]}<extra>" + label + "</extra>",

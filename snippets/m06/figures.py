@@ -13,6 +13,8 @@ import re
 
 import plotly.graph_objects as go
 
+from coursekit.stats import difference_spread, ratio_spread
+
 BAR = 0.5  # the module's bar: a fix must close at least this fraction of the gap it shows
 REFERENCE = "nvidia-h200"
 RERUN = "nvidia-h200-rerun"  # the second forced run of the same snippets at the same code
@@ -24,34 +26,6 @@ VARIANTS = {  # short name: label
     "shift_rewritten": "token shift rewritten, torch.compile",
     "shift_triton": "token shift, hand-written Triton",
 }
-
-
-def _ratio(a: dict, b: dict, unit: str = "") -> dict:
-    """a / b for two positive summaries timed apart (no pairing): the ratio of the medians, and
-    a spread that takes the worst case of both, so that a claim on it holds only if it holds for
-    every combination of the two spreads."""
-    return {
-        "median": a["median"] / b["median"],
-        "p10": a["p10"] / b["p90"],
-        "p90": a["p90"] / b["p10"],
-        "min": a["min"] / b["max"],
-        "max": a["max"] / b["min"],
-        "n": min(a["n"], b["n"]),
-        "unit": unit,
-    }
-
-
-def _minus(a: dict, b: dict) -> dict:
-    """a - b for two summaries timed apart, with the worst-case spread (see _ratio)."""
-    return {
-        "median": a["median"] - b["median"],
-        "p10": a["p10"] - b["p90"],
-        "p90": a["p90"] - b["p10"],
-        "min": a["min"] - b["max"],
-        "max": a["max"] - b["min"],
-        "n": min(a["n"], b["n"]),
-        "unit": a["unit"],
-    }
 
 
 def _quotient(a: dict, b: dict, unit: str = "") -> dict:
@@ -161,7 +135,7 @@ def derived(results) -> dict:
     out = {
         "copy_GBps": copy,
         "copy_same_size_GBps": norm["GBps"]["copy"],  # the snippet's own copy of x, 128 MiB
-        "copy_same_size_of_peak": _ratio(norm["GBps"]["copy"], copy),
+        "copy_same_size_of_peak": ratio_spread(norm["GBps"]["copy"], copy),
     }
     for name, v in _variants(results).items():
         floor = _over(v["min_bytes"] / 1e3, copy, "us")  # bytes / (GB/s * 1e3) = us
@@ -171,35 +145,35 @@ def derived(results) -> dict:
             "kernels": v["kernels"],
             "time_us": v["time_us"],
             "floor_us": floor,
-            "time_over_floor": _ratio(v["time_us"], floor),
-            "of_copy_peak": _ratio(floor, v["time_us"]),
+            "time_over_floor": ratio_spread(v["time_us"], floor),
+            "of_copy_peak": ratio_spread(floor, v["time_us"]),
             "GBps": _over(v["min_bytes"] / 1e3, v["time_us"], "GB/s"),
             "counted_GBps": counted,
-            "counted_of_copy_peak": _ratio(counted, copy),
+            "counted_of_copy_peak": ratio_spread(counted, copy),
             "bytes_MB": v["bytes"] / 1e6,
             "min_MB": v["min_bytes"] / 1e6,
             "tensors": v["bytes"] / v["tensor_bytes"],
             "min_tensors": v["min_bytes"] / v["tensor_bytes"],
             "excess_bytes": v["bytes"] - v["min_bytes"],
         }
-    out["norm_speedup"] = _ratio(norm["time_us"]["eager"], norm["time_us"]["compiled"])
-    out["norm_saved_us"] = _minus(norm["time_us"]["eager"], norm["time_us"]["compiled"])
+    out["norm_speedup"] = ratio_spread(norm["time_us"]["eager"], norm["time_us"]["compiled"])
+    out["norm_saved_us"] = difference_spread(norm["time_us"]["eager"], norm["time_us"]["compiled"])
 
     original, rewritten = shift["variants"]["original"], shift["variants"]["rewritten"]
     triton = shift["variants"]["triton"]
     floor = out["shift_original"]["floor_us"]
-    gap = _minus(original["time_us"], floor)
+    gap = difference_spread(original["time_us"], floor)
 
     def fix(time_us: dict) -> dict:
         """A fix against the gap: the time it removes and the fraction of the gap that is, with
         the worst case of the three spreads (original, fix, floor), and whether it meets BAR."""
-        closed = _minus(original["time_us"], time_us)
+        closed = difference_spread(original["time_us"], time_us)
         fraction = _quotient(closed, gap)
         return {
             "closed_us": closed,
             "gap_closed": fraction,
             "meets_bar": "meets" if fraction["p10"] >= BAR else "does not meet",
-            "bar_us": _minus(original["time_us"], _times(gap, BAR, "us")),
+            "bar_us": difference_spread(original["time_us"], _times(gap, BAR, "us")),
         }
 
     predicted = _times(original["time_us"], rewritten["inductor_bytes"] / original["inductor_bytes"], "us")
@@ -209,25 +183,25 @@ def derived(results) -> dict:
         "bar_pct": BAR * 100,
         "rewrite": {
             **fix(rewritten["time_us"]),
-            "cost_us": _minus(rewritten["time_us"], original["time_us"]),
+            "cost_us": difference_spread(rewritten["time_us"], original["time_us"]),
             "bytes_gap_closed": (original["inductor_bytes"] - rewritten["inductor_bytes"])
             / (original["inductor_bytes"] - shift["min_bytes"]),
             "saved_MB": (original["inductor_bytes"] - rewritten["inductor_bytes"]) / 1e6,
             "predicted_us": predicted,
-            "predicted_gap_closed": _quotient(_minus(original["time_us"], predicted), gap),
+            "predicted_gap_closed": _quotient(difference_spread(original["time_us"], predicted), gap),
             "memory_deps_refusals": rewritten["refusal_reasons"].get("memory deps did not match", 0),
         },
         "triton": {
             **fix(triton["time_us"]),
-            "speedup": _ratio(original["time_us"], triton["time_us"]),
-            "eager_speedup": _ratio(shift["eager_time_us"], triton["time_us"]),
+            "speedup": ratio_spread(original["time_us"], triton["time_us"]),
+            "eager_speedup": ratio_spread(shift["eager_time_us"], triton["time_us"]),
             "extra_rows_pct": 100 / triton["config"]["ROWS"],
             "programs": -(-shift["shape"]["batch"] * shift["shape"]["seq"] // triton["config"]["ROWS"]),
-            "gap_left_us": _minus(triton["time_us"], floor),
+            "gap_left_us": difference_spread(triton["time_us"], floor),
         },
-        "eager_speedup": _ratio(shift["eager_time_us"], original["time_us"]),
+        "eager_speedup": ratio_spread(shift["eager_time_us"], original["time_us"]),
         # two results, two processes (norm_block and token_shift), same number of rows
-        "rewritten_over_norm_kernel": _ratio(rewritten["time_us"], norm["time_us"]["compiled"]),
+        "rewritten_over_norm_kernel": ratio_spread(rewritten["time_us"], norm["time_us"]["compiled"]),
         "memory_deps_refusals": original["refusal_reasons"].get("memory deps did not match", 0),
     }
     return out

@@ -9,7 +9,12 @@ step, a config field or a compiled fact added to a snippet shows up without a ch
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from coursekit.stats import summarize  # torch-free: figures run at site-build time without torch
+# torch-free: figures run at site-build time without torch
+from coursekit.stats import (
+    error_bars,
+    ratio_spread,
+    summarize,
+)
 
 STEP_LABELS = {  # the matmul's steps, in the order the snippet runs them; an unknown step keeps its own name
     "tutorial": "tutorial",
@@ -34,30 +39,6 @@ DTYPE_SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 TILE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
 
 
-def _spread(lows, mids, highs):
-    """Error bars from the 10th to the 90th percentile around the median."""
-    return {
-        "type": "data",
-        "symmetric": False,
-        "array": [h - m for m, h in zip(mids, highs)],
-        "arrayminus": [m - lo for lo, m in zip(lows, mids)],
-    }
-
-
-def _ratio(a: dict, b: dict, unit: str = "") -> dict:
-    """a / b for two summaries timed apart: the ratio of medians, and a worst-case spread (the
-    ends of both spreads combined), so that a claim on it holds for every combination of the two."""
-    return {
-        "median": a["median"] / b["median"],
-        "p10": a["p10"] / b["p90"],
-        "p90": a["p90"] / b["p10"],
-        "min": a["min"] / b["max"],
-        "max": a["max"] / b["min"],
-        "n": min(a["n"], b["n"]),
-        "unit": unit,
-    }
-
-
 def _time_ratio(slow: dict, fast: dict) -> dict:
     """slow / fast for two time summaries (above 1: ``fast`` is faster). Timed in the same
     interleaved rounds (both keep ``rounds`` of one length), the ratio is taken round by round;
@@ -65,7 +46,7 @@ def _time_ratio(slow: dict, fast: dict) -> dict:
     a, b = slow.get("rounds"), fast.get("rounds")
     if a and b and len(a) == len(b):
         return summarize([x / y for x, y in zip(a, b)], "")
-    return _ratio(slow, fast)
+    return ratio_spread(slow, fast)
 
 
 def _yes(flag) -> str:
@@ -98,9 +79,9 @@ def vector_add_facts(results) -> dict:
     return {
         # above 1: the Triton kernel is faster (torch.add's time over ours)
         "vs_torch_add": _time_ratio(data["torch_add"]["time_us"], tutorial["time_us"]),
-        "tutorial_of_copy": _ratio(tutorial["GBps"], data["copy"]["GBps"]),
-        "tutorial_of_ceiling": _ratio(tutorial["GBps"], ceiling),
-        "torch_add_of_copy": _ratio(data["torch_add"]["GBps"], data["copy"]["GBps"]),
+        "tutorial_of_copy": ratio_spread(tutorial["GBps"], data["copy"]["GBps"]),
+        "tutorial_of_ceiling": ratio_spread(tutorial["GBps"], ceiling),
+        "torch_add_of_copy": ratio_spread(data["torch_add"]["GBps"], data["copy"]["GBps"]),
         "largest_slowdown_vs_tutorial": max(
             (r["time_us"]["median"] / tutorial["time_us"]["median"] - 1 for r in others), default=0.0
         ),
@@ -128,7 +109,7 @@ def vector_add_roofline(results) -> go.Figure:
             x=mids,
             mode="markers",
             marker={"size": 11, "color": COLORS["triton"]},
-            error_x=_spread([g["p10"] for g in rates], mids, [g["p90"] for g in rates]),
+            error_x=error_bars([g["p10"] for g in rates], mids, [g["p90"] for g in rates]),
             hovertemplate="%{y}: %{x:,.0f} GB/s (median; whiskers: 10th–90th percentile)<extra></extra>",
             name="vector add: bytes read + written per second",
         )
@@ -196,10 +177,10 @@ def softmax_facts(results) -> dict:
             "n_rows": p["n_rows"],
         }
         for name, v in p["variants"].items():
-            entry[f"{name}_of_ceiling"] = _ratio(v["GBps"], ceiling)
+            entry[f"{name}_of_ceiling"] = ratio_spread(v["GBps"], ceiling)
             # against the same variant at the shortest rows of this dtype (where whole rows fit)
             first = next(q for q in data["points"] if q["dtype"] == p["dtype"])
-            entry[f"{name}_vs_{first['n_cols']}"] = _ratio(v["GBps"], first["variants"][name]["GBps"])
+            entry[f"{name}_vs_{first['n_cols']}"] = ratio_spread(v["GBps"], first["variants"][name]["GBps"])
         by[key] = entry
         lines.append(f"{p['dtype']:<9} {p['n_cols']:>6}  {entry['way']:<34} {cfg['num_warps']:>5} {per_thread:>13}")
     # The races (the snippet's per-round ratios, the peer's time over ours: above 1, ours is faster):
@@ -248,7 +229,7 @@ def softmax_bandwidth(results) -> go.Figure:
                     showlegend=col == 1,
                     marker={"symbol": symbols.get(name, "circle"), "size": 8, "color": COLORS.get(name)},
                     line={"color": COLORS.get(name)},
-                    error_y=_spread([g["p10"] for g in rates], mids, [g["p90"] for g in rates]),
+                    error_y=error_bars([g["p10"] for g in rates], mids, [g["p90"] for g in rates]),
                     customdata=[[p["n_rows"], _way(p["config"]), p["config"]["num_warps"]] for p in points],
                     hovertemplate="N = %{x}, %{customdata[0]} rows: %{y:,.0f} GB/s"
                     + (" (%{customdata[1]}, %{customdata[2]} warps)" if name == "triton" else "")
@@ -311,7 +292,7 @@ def matmul_facts(results) -> dict:
     for p in data["points"]:
         size, cublas = p["size"], p["cublas"]
         entry = {
-            "cublas_of_ceiling": _ratio(cublas["TFLOPs"], ceiling["TFLOPs"]),
+            "cublas_of_ceiling": ratio_spread(cublas["TFLOPs"], ceiling["TFLOPs"]),
             "steps": {},
         }
         step_lines.append(f"{size}^3: torch.mm (cuBLAS) {cublas['TFLOPs']['median']:.0f} TFLOP/s")
@@ -329,7 +310,7 @@ def matmul_facts(results) -> dict:
                 "config": _tile_text(cfg),
                 "TFLOPs": s["TFLOPs"],
                 "vs_cublas": _time_ratio(cublas["time_us"], s["time_us"]),  # above 1: the step is faster
-                "of_ceiling": _ratio(s["TFLOPs"], ceiling["TFLOPs"]),
+                "of_ceiling": ratio_spread(s["TFLOPs"], ceiling["TFLOPs"]),
                 "pipeline_kib": pipeline / 1024,
                 "accumulator_regs_per_thread": cfg["BLOCK_M"] * cfg["BLOCK_N"] // threads,
                 "all_written": _yes(s.get("all_written", True)),
@@ -419,7 +400,7 @@ def matmul_steps(results) -> go.Figure:
                 marker={"color": COLORS["triton"]},
                 legendgroup="steps",
                 showlegend=col == 1,
-                error_y=_spread([g["p10"] for g in rates], mids, [g["p90"] for g in rates]),
+                error_y=error_bars([g["p10"] for g in rates], mids, [g["p90"] for g in rates]),
                 customdata=[
                     [r["config"], r.get("registers", "?"), r.get("shared_kib", 0), r.get("specialised", "?")]
                     for r in rows
@@ -493,7 +474,7 @@ def matmul_vs_cublas(results) -> go.Figure:
                 name=f"M = N = K = {p['size']}",
                 marker={"size": 11, "symbol": symbols[i % len(symbols)]},
                 offsetgroup=str(p["size"]),  # the sizes side by side at each step
-                error_y=_spread([g["p10"] for g in ratios], mids, [g["p90"] for g in ratios]),
+                error_y=error_bars([g["p10"] for g in ratios], mids, [g["p90"] for g in ratios]),
                 hovertemplate="%{x}, M = N = K = "
                 + str(p["size"])
                 + ": %{y:.3f} of cuBLAS's speed<br>(median of the per-round ratios; whiskers: 10th–90th percentile)"
