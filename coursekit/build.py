@@ -19,7 +19,9 @@ contiguous slices of the job's CPU cores, runs all processes of one snippet befo
 next, and takes the longest first (by the previous result's duration). Host-bound snippets (those
 declaring PROCESSES > 1) run one at a time after the others, on one worker with every core, unless
 --parallel-host is given: measured in parallel, their host numbers did not match a serial run.
-The provenance records the worker's GPU and cores, and how many workers there were.
+A snippet declaring ``GPUS = "all"`` (a distributed one, a rank per GPU) runs after all of
+them, alone, on one worker holding every GPU and core of the job; its GPU seconds count each GPU.
+The provenance records the worker's GPU(s) and cores, and how many workers there were.
 
 One job at a time per results folder: the job holds an flock on <results-dir>/<hardware>/.lock,
 which holds its pid; a second job exits 3 naming that pid, or waits for it with --wait. With the
@@ -124,10 +126,11 @@ def project_commit() -> str:
     return "unknown"
 
 
-def declared_processes(path: Path) -> int:
-    """The snippet's module-level ``PROCESSES = N``: how many fresh processes measure it (1 if absent).
-    Read from the syntax tree: the job never imports a snippet."""
-    n = 1
+def _module_constant(path: Path, name: str) -> tuple[object, str | None]:
+    """The snippet's module-level ``NAME = <value>``: the value where it is a literal (None where it
+    is not) and its source text (None where the name is not assigned). Read from the syntax tree: the
+    job never imports a snippet."""
+    value, text = None, None
     for node in ast.parse(path.read_text()).body:
         if isinstance(node, ast.Assign):
             targets = node.targets
@@ -135,14 +138,32 @@ def declared_processes(path: Path) -> int:
             targets = [node.target]
         else:
             continue
-        if any(isinstance(t, ast.Name) and t.id == "PROCESSES" for t in targets):
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            text = ast.unparse(node.value)
             try:
-                n = ast.literal_eval(node.value)
+                value = ast.literal_eval(node.value)
             except ValueError:
-                n = None  # not a literal
-            if type(n) is not int or n < 1:
-                raise Failed(f"PROCESSES must be a positive integer literal, not {ast.unparse(node.value)}")
+                value = None  # not a literal
+    return value, text
+
+
+def declared_processes(path: Path) -> int:
+    """The snippet's module-level ``PROCESSES = N``: how many fresh processes measure it (1 if absent)."""
+    n, text = _module_constant(path, "PROCESSES")
+    if text is None:
+        return 1
+    if type(n) is not int or n < 1:
+        raise Failed(f"PROCESSES must be a positive integer literal, not {text}")
     return n
+
+
+def declared_all_gpus(path: Path) -> bool:
+    """Whether the snippet declares ``GPUS = "all"``: it spans every GPU of the job (a distributed
+    snippet, one rank per GPU), so it runs alone, after the others, with all of them visible."""
+    value, text = _module_constant(path, "GPUS")
+    if text is not None and value != "all":
+        raise Failed(f'GPUS may only be "all" (a snippet that spans every GPU), not {text}')
+    return text is not None
 
 
 def _declared_or_one(path: Path) -> int:
@@ -151,6 +172,14 @@ def _declared_or_one(path: Path) -> int:
         return declared_processes(path)
     except (Failed, SyntaxError, OSError, UnicodeDecodeError):
         return 1
+
+
+def _spans_all_gpus(path: Path) -> bool:
+    """declared_all_gpus, or False where it cannot be read (the snippet's own run reports why)."""
+    try:
+        return declared_all_gpus(path)
+    except (Failed, SyntaxError, OSError, UnicodeDecodeError):
+        return False
 
 
 def is_up_to_date(path: Path, result: Path) -> tuple[bool, str]:
@@ -244,6 +273,11 @@ class Worker:
     cores: list[int]
     workers: int  # how many slots the job has
 
+    @property
+    def gpu_count(self) -> int:
+        """How many GPUs this worker holds (1 on the CPU, where the seconds are the worker's wall time)."""
+        return len(self.gpu.split(",")) if self.gpu else 1
+
     def env(self, small: bool) -> dict:
         env = runner.snippet_env(small)
         if self.gpu is not None:
@@ -286,6 +320,12 @@ def make_workers(n: int, gpus: bool) -> list[Worker]:
         Worker(devices[i] if gpus else None, cores[i * len(cores) // n : (i + 1) * len(cores) // n], n)
         for i in range(n)
     ]
+
+
+def spanning_worker(workers: list[Worker]) -> Worker:
+    """One worker holding every GPU and core of ``workers``: where a GPUS = "all" snippet runs."""
+    gpus = [w.gpu for w in workers if w.gpu is not None]
+    return Worker(",".join(gpus) if gpus else None, sorted(c for w in workers for c in w.cores), 1)
 
 
 def _killpg(pid: int) -> None:
@@ -438,6 +478,7 @@ class Job:
             try:
                 hash_before = store.snippet_hash(task.path)
                 n = self.args.processes or declared_processes(task.path)
+                declared_all_gpus(task.path)  # a GPUS value other than "all" fails here, naming it
             except (SyntaxError, OSError, ValueError) as exc:
                 raise Failed(f"cannot read or parse: {exc}") from None
             self.say(f"{self.tag(task)} running {n} process(es) on {worker.label()}")
@@ -449,7 +490,7 @@ class Job:
                 start = time.perf_counter()
                 out, problem = self.run_process(task, worker, outcome.log, self.logs / f"{stem}.json")
                 outcome.processes += 1
-                outcome.gpu_seconds += time.perf_counter() - start
+                outcome.gpu_seconds += (time.perf_counter() - start) * worker.gpu_count
                 if problem:
                     raise Failed(where + problem)
                 if not isinstance(out.get("data"), dict):  # said first: every later check would be about a dict
@@ -556,6 +597,10 @@ def build(args: argparse.Namespace) -> int:
                 job.outcomes.append(Outcome(task, "up to date"))
             else:
                 tasks.append(task)
+        # Distributed snippets (GPUS = "all") run last, alone, on one worker that holds every GPU
+        # and core of the job; on the CPU they run the same way, with their own gloo processes.
+        spanning = [t for t in tasks if _spans_all_gpus(t.path)]
+        tasks = [t for t in tasks if t not in spanning]
         phases = [(workers, tasks)]
         if len(workers) > 1 and not args.parallel_host:
             # Host-bound snippets (PROCESSES > 1) run one at a time after the others, on one worker
@@ -563,6 +608,8 @@ def build(args: argparse.Namespace) -> int:
             # number by number (docs/methodology.md, "Two runs at one commit").
             host = [t for t in tasks if _declared_or_one(t.path) > 1]
             phases = [(workers, [t for t in tasks if t not in host]), (make_workers(1, gpu is not None), host)]
+        if spanning:
+            phases.append(([spanning_worker(workers)], spanning))
         try:
             for phase_workers, phase_tasks in phases:
                 if len(phase_workers) > 1:  # longest first, so that the last snippet to start is a short one

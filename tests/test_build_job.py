@@ -525,3 +525,35 @@ def test_host_bound_snippets_run_one_at_a_time_unless_asked(tmp_path):
     assert prov["gpu_a"]["workers"] == 2
     assert build(snippets, results, "--cpu", "--gpus", "2", "--force", "--parallel-host").returncode == 0
     assert store.load(store.result_path("mx/host", "cpu", results))["provenance"]["workers"] == 2
+
+
+def test_snippets_spanning_every_gpu_run_alone_last_with_all_of_them(tmp_path, monkeypatch):
+    """A distributed snippet (module 11's expert parallelism) declares GPUS = "all": it runs after the
+    others, alone, on one worker holding every GPU and core of the job, and its GPU seconds count
+    every GPU it held. Any other GPUS value fails, naming it, and writes nothing."""
+    spans = QUICK.replace("import os", 'import os\n\nGPUS = "all"')
+    bad = QUICK.replace("import os", "import os\n\nGPUS = 2")
+    snippets, results, _ = make_tree(tmp_path, spans=spans, bad=bad, one=QUICK)
+    paths = {p.stem: p for p in snippets.rglob("*.py")}
+    assert job.declared_all_gpus(paths["spans"]) and not job.declared_all_gpus(paths["one"])
+    with pytest.raises(job.Failed, match='GPUS may only be "all"'):
+        job.declared_all_gpus(paths["bad"])
+
+    workers = [job.Worker("0", [0, 1], 2), job.Worker("1", [2, 3], 2)]
+    spanning = job.spanning_worker(workers)
+    assert spanning.gpu == "0,1" and spanning.cores == [0, 1, 2, 3] and spanning.gpu_count == 2
+    assert spanning.env(small=False)["CUDA_VISIBLE_DEVICES"] == "0,1"
+    assert job.spanning_worker([job.Worker(None, [0], 1)]).gpu_count == 1
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two cores for two workers")
+    summary_json = tmp_path / "summary.json"
+    proc = build(snippets, results, "--cpu", "--gpus", "2", "--summary-json", summary_json)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and 'GPUS may only be "all" (a snippet that spans every GPU), not 2' in out, out
+    assert not store.result_path("mx/bad", "cpu", results).exists()
+    prov = store.load(store.result_path("mx/spans", "cpu", results))["provenance"]
+    assert prov["workers"] == 1 and prov["cpu_affinity"] == job.cpu_list(sorted(os.sched_getaffinity(0)))
+    assert store.load(store.result_path("mx/one", "cpu", results))["provenance"]["workers"] == 2
+    order = [line for line in proc.stdout.splitlines() if "running" in line]
+    assert "mx/spans" in order[-1], order  # started after every other snippet
