@@ -337,7 +337,7 @@ def test_other_placeholders_render():
     html = convert(
         "{{ cited 4.8 TB/s | NVIDIA H200 product brief }}\n\n{{ provenance methodology/ceilings }}\n\n"
         "{{ output m02/profile_breakdown:table }}\n\n{{ reading-time part-j/02-eager-per-op.md }}, "
-        "{{ reading-time part-l/08-caching-allocator.md }}\n\n{{ hardware-sets }}"
+        "{{ reading-time part-n/14-inference-server.md }}\n\n{{ hardware-sets }}"
     )
     assert 'class="cited"' in html and "NVIDIA H200 product brief" in html
     assert (
