@@ -1,0 +1,546 @@
+"""Figures, computed values and printouts for module 09: what a CUDA graph replay saves against
+eager launches, what a capture costs, the constraints as the H200 run stored them, and a decode
+step three ways.
+
+``results(key)`` returns a stored result's data: "m09/chain", "m09/constraints", "m09/apis",
+"m09/decode" (snippets/m09/*.py) and "methodology/ceilings" (the copy bandwidth of the same build).
+``results(key, process=i)`` returns process i's data (1-based) for the snippets measured in
+several processes (chain and decode); the figures draw process 1's medians and whiskers that span
+every process's 10th to 90th percentile, since host-side times move between processes.
+``results(key, hardware=RERUN)`` is the second forced run of the same snippets at the same code
+(``RUNS``); ``runs`` sets the two side by side, for the numbers that moved between them.
+"""
+
+import math
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+# torch-free: figures run at site-build time without torch
+from coursekit.stats import error_bars, ratio_spread, summarize
+
+SIZE_LABELS = {"tiny": "tiny: 256 floats", "few_us": "larger: 4 Mi floats"}
+VARIANT_LABELS = {
+    "eager": "eager",
+    "graph": "hand-captured (torch.cuda.graph)",
+    "compiled": 'torch.compile(mode="reduce-overhead")',
+}
+COLORS = {"eager": "#e07b00", "graph": "#1f5fbf", "compiled": "#2e8b57", "floor": "grey"}
+BF16_MANTISSA_BITS = 7  # bf16 keeps 7 explicit mantissa bits: values in [2^e, 2^(e+1)) are 2^(e-7) apart
+MIB = 2**20
+RUNS = {"first": "nvidia-h200", "second": "nvidia-h200-rerun"}  # the two forced runs of the build
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _runs(results, key: str, hardware: str | None = None) -> list[dict]:
+    """Every process's data of a result, process 1 first (of the page's set, or of ``hardware``)."""
+    n = results.processes(key, hardware=hardware)
+    return [results(key, hardware=hardware, process=i) for i in range(1, n + 1)]
+
+
+def _point(data: dict, size: str, kernels: int) -> dict:
+    return next(p for p in data["points"] if p["size"] == size and p["kernels"] == kernels)
+
+
+def _decode_point(data: dict, batch: int) -> dict:
+    return next(p for p in data["points"] if p["batch"] == batch)
+
+
+def _paired(a: dict, b: dict, fn, unit: str) -> dict:
+    """fn(a_i, b_i) round by round, for two summaries timed in the same interleaved rounds."""
+    return summarize([fn(x, y) for x, y in zip(a["rounds"], b["rounds"])], unit)
+
+
+def _scaled(s: dict, factor: float, unit: str) -> dict:
+    """A summary times a positive constant."""
+    return {**{k: s[k] * factor for k in ("median", "p10", "p90", "min", "max")}, "n": s["n"], "unit": unit}
+
+
+def _sum(a: dict, b: dict) -> dict:
+    """a + b for two summaries taken apart: the ends added, the widest spread both allow."""
+    return {
+        **{k: a[k] + b[k] for k in ("median", "p10", "p90", "min", "max")},
+        "n": min(a["n"], b["n"]),
+        "unit": a["unit"],
+    }
+
+
+def _over(amount: float, s: dict, unit: str) -> dict:
+    """amount / s for a positive summary s (the percentiles swap)."""
+    return {
+        "median": amount / s["median"],
+        "p10": amount / s["p90"],
+        "p90": amount / s["p10"],
+        "min": amount / s["max"],
+        "max": amount / s["min"],
+        "n": s["n"],
+        "unit": unit,
+    }
+
+
+def _envelope(summaries: list[dict]) -> tuple[float, float]:
+    """The smallest 10th and the largest 90th percentile over several processes."""
+    return min(s["p10"] for s in summaries), max(s["p90"] for s in summaries)
+
+
+def _bf16_step(value: float) -> float:
+    """The distance between neighbouring bf16 numbers at |value|."""
+    return 2.0 ** (math.floor(math.log2(abs(value))) - BF16_MANTISSA_BITS)
+
+
+# ---------------------------------------------------------------- computed values
+
+
+def derived(results) -> dict:
+    """Every number the page computes from stored ones.
+
+    ``chain.<size>.<kernels>``: the per-kernel wall times (eager, replay) and the device floor; the
+    time one replay saves over one eager call of the chain (paired by round); the one-off cost of
+    a graph (capture plus instantiation, the worst case of both spreads) and the calls after which
+    it is paid back; capture and instantiation per kernel; each time over the floor.
+    ``fix``: what the stale-input fix costs on the host.
+    ``decode.<batch>``: the bytes a step must read (weights and the whole KV cache), their time at
+    the copy ceiling, each variant's step over that floor, the compiled step's logit error in
+    bf16 rounding steps, what a replayed step saves against eager (paired by round) and the steps
+    after which the hand capture is paid back; ``decode.cudagraph_skips`` and
+    ``decode.max_trees_recordings`` from the trees' log. ``host``/``stale``/``rng``: facts of the
+    constraints as counts, so that claims can guard the prose."""
+    chain = results("m09/chain")
+    out = {"chain": {}}
+    for size, floor_info in chain["sizes"].items():
+        floor = floor_info["device_us_per_kernel"]
+        out["chain"][size] = {"floor_us": floor}
+        for n in chain["lengths"]:
+            p = _point(chain, size, n)
+            eager, graph = p["wall_us_per_kernel"]["eager"], p["wall_us_per_kernel"]["graph"]
+            saved = _paired(eager, graph, lambda e, g, n=n: (e - g) * n, "us")
+            setup = _sum(p["capture_us"], p["instantiate_us"])
+            out["chain"][size][str(n)] = {
+                "eager_us": eager,
+                "graph_us": graph,
+                "saved_per_call_us": saved,
+                "setup_us": setup,
+                "setup_ms": _scaled(setup, 1e-3, "ms"),
+                "break_even_calls": ratio_spread(setup, saved) if saved["p10"] > 0 else None,
+                "capture_per_kernel_us": _scaled(p["capture_us"], 1 / n, "us"),
+                "instantiate_per_kernel_us": _scaled(p["instantiate_us"], 1 / n, "us"),
+                "eager_issue_per_kernel_us": _scaled(p["issue_us"]["eager"], 1 / n, "us"),
+                "graph_over_floor": ratio_spread(graph, floor),
+                "eager_over_floor": ratio_spread(eager, floor),
+                "pool_out_of_place_mib": p["pool_bytes"]["out_of_place"] / MIB,
+                "pool_in_place_mib": p["pool_bytes"]["in_place"] / MIB,
+            }
+    out["few_us_tensor_mib"] = chain["sizes"]["few_us"]["elements"] * 4 / MIB
+
+    con = results("m09/constraints")
+    t = con["host_us"]
+    out["fix"] = {
+        "copy_cost_us": _paired(t["copy_then_replay"], t["replay"], lambda a, b: a - b, "us"),
+        "eager_over_fixed": _paired(t["eager"], t["copy_then_replay"], lambda a, b: a / b, "x"),
+    }
+    out["stale"] = {
+        "rebinding_correct": int(con["stale_input"]["after_rebinding"] == con["stale_input"]["expected"]),
+        "copy_correct": int(con["stale_input"]["after_copy"] == con["stale_input"]["expected"]),
+    }
+    first_messages = {h["errors"][0]["message"] for h in con["host_work"] if h["errors"]}
+    out["host"] = {
+        "raised": sum(bool(h["raised"]) for h in con["host_work"]),
+        "tried": len(con["host_work"]),
+        "distinct_first_errors": len(first_messages),
+        "usable_after": sum(bool(h["device_usable_after"]) for h in con["host_work"]),
+    }
+    rng = con["rng"]
+    out["rng"] = {
+        "replays_that_differ": sum(rng["replays_differ"]),
+        "replay_pairs": len(rng["replays_differ"]),
+        "reseeded_equal": int(rng["reseeded_replays_equal"]),
+        "equals_eager": int(rng["replay_equals_eager_after_same_seed"]),
+    }
+
+    apis = results("m09/apis")
+    pools = apis["pools"]
+    out["pools"] = {
+        "separate_mib": pools["separate"]["pool_bytes"] / MIB,
+        "shared_mib": pools["shared"]["pool_bytes"] / MIB,
+        "saved_fraction": 1 - pools["shared"]["pool_bytes"] / pools["separate"]["pool_bytes"],
+    }
+
+    decode = results("m09/decode")
+    copy = results("methodology/ceilings")["copy"]["GBps"]
+    out["decode"] = {"copy_GBps": copy}
+    for batch in (p["batch"] for p in decode["points"]):
+        p = _decode_point(decode, batch)
+        step_bytes = decode["step_weight_bytes"] + p["kv_cache_bytes"]
+        floor = _over(step_bytes / 1e3, copy, "us")  # bytes / (GB/s * 1e3) = us
+        entry = {
+            "step_MB": step_bytes / 1e6,
+            "kv_cache_MB": p["kv_cache_bytes"] / 1e6,
+            "floor_us": floor,
+            "compiled_logit_steps": p["max_abs_logit_diff"]["compiled"] / _bf16_step(p["max_abs_logit"]),
+            "graph_pool_mib": p["graph_pool_bytes"] / MIB,
+            "capture_ms": _scaled(p["capture_s"], 1e3, "ms"),
+        }
+        for name, step in p["step_us"].items():
+            entry[f"{name}_over_floor"] = ratio_spread(step, floor)
+        entry["compiled_minus_graph_us"] = _paired(
+            p["step_us"]["compiled"], p["step_us"]["graph"], lambda a, b: a - b, "us"
+        )
+        saved = _paired(p["step_us"]["eager"], p["step_us"]["graph"], lambda a, b: a - b, "us")
+        entry["graph_saved_per_step_us"] = saved
+        # the hand capture (its warm-ups included) over what one replayed step saves against eager
+        entry["capture_break_even_steps"] = ratio_spread(_scaled(p["capture_s"], 1e6, "us"), saved)
+        out["decode"][str(batch)] = entry
+    out["decode"]["weights_MB"] = decode["step_weight_bytes"] / 1e6
+    out["decode"]["cudagraph_skips"] = sum(len(p["cudagraph_skips"]) for p in decode["points"])
+    out["decode"]["max_trees_recordings"] = max(p["trees_recordings"] for p in decode["points"])
+    out["decode"]["params_M"] = decode["params"] / 1e6
+    return out
+
+
+def _spread(summaries: list[dict]) -> dict:
+    """Several processes' summaries of one quantity: ``lo`` the smallest 10th percentile, ``hi``
+    the largest 90th, ``median_lo`` and ``median_hi`` the range of their medians."""
+    return {
+        "lo": min(s["p10"] for s in summaries),
+        "hi": max(s["p90"] for s in summaries),
+        "median_lo": min(s["median"] for s in summaries),
+        "median_hi": max(s["median"] for s in summaries),
+    }
+
+
+def _run_summaries(results, hardware: str) -> dict:
+    """One forced run's host-bound summaries, each as a list with one entry per process (per
+    process and chain length for ``chain.few_us_all.eager_us``)."""
+    chain = _runs(results, "m09/chain", hardware)
+    decode = _runs(results, "m09/decode", hardware)
+    entry = {"chain": {}, "decode": {}, "fix": {}}
+    for size in chain[0]["sizes"]:
+        for n in chain[0]["lengths"]:
+            points = [_point(c, size, n) for c in chain]
+            entry["chain"][f"{size}_{n}"] = {
+                "eager_us": [p["wall_us_per_kernel"]["eager"] for p in points],
+                "graph_us": [p["wall_us_per_kernel"]["graph"] for p in points],
+                "replay_issue_us": [p["issue_us"]["graph"] for p in points],
+                "eager_minus_graph_us": [
+                    _paired(
+                        p["wall_us_per_kernel"]["eager"], p["wall_us_per_kernel"]["graph"], lambda a, b: a - b, "us"
+                    )
+                    for p in points
+                ],
+            }
+        entry["chain"][f"{size}_all"] = {
+            "eager_us": [_point(c, size, n)["wall_us_per_kernel"]["eager"] for c in chain for n in chain[0]["lengths"]]
+        }
+    for batch in (p["batch"] for p in decode[0]["points"]):
+        points = [_decode_point(d, batch) for d in decode]
+        entry["decode"][str(batch)] = {
+            **{f"{k}_us": [p["step_us"][k] for p in points] for k in points[0]["step_us"]},
+            "compiled_minus_graph_us": [
+                _paired(p["step_us"]["compiled"], p["step_us"]["graph"], lambda a, b: a - b, "us") for p in points
+            ],
+            "graph_minus_compiled_us": [
+                _paired(p["step_us"]["graph"], p["step_us"]["compiled"], lambda a, b: a - b, "us") for p in points
+            ],
+            "tokens_per_s_compiled": [p["tokens_per_s"]["compiled"] for p in points],
+            "graph_speedup": [p["speedup_over_eager"]["graph"] for p in points],
+        }
+    t = [
+        results("m09/constraints", hardware=hardware, process=i)
+        for i in range(1, results.processes("m09/constraints", hardware) + 1)
+    ]
+    entry["fix"]["copy_cost_us"] = [
+        _paired(c["host_us"]["copy_then_replay"], c["host_us"]["replay"], lambda a, b: a - b, "us") for c in t
+    ]
+    return entry
+
+
+def _spreads(tree: dict) -> dict:
+    """_spread applied to every list of summaries in a nested dict."""
+    return {k: _spreads(v) if isinstance(v, dict) else _spread(v) for k, v in tree.items()}
+
+
+def _merged(a: dict, b: dict) -> dict:
+    """Two runs' nested lists of summaries, list by list, concatenated."""
+    return {k: _merged(a[k], b[k]) if isinstance(a[k], dict) else a[k] + b[k] for k in a}
+
+
+def runs(results) -> dict:
+    """The host-bound numbers of the two forced runs of the build, read by name (``RUNS``), each
+    over all its processes (``_spread``): ``first`` and ``second``, and ``both``, the envelope
+    over every process of both runs. Per-kernel wall times of the chains (and eager minus replay,
+    paired by round), eager over every chain length (``<size>_all``), the replay call's return
+    time, the decode step of each variant, the hand capture's speed-up over eager and the
+    difference of the compiled and hand-captured steps both ways (paired by round), and the
+    stale-input fix's cost (paired by round)."""
+    per_run = {run: _run_summaries(results, hardware) for run, hardware in RUNS.items()}
+    out = {run: _spreads(tree) for run, tree in per_run.items()}
+    out["both"] = _spreads(_merged(per_run["first"], per_run["second"]))
+    return out
+
+
+# ---------------------------------------------------------------- printouts of stored facts
+
+
+def _error_chain(errors: list[dict]) -> str:
+    """Errors as Python prints a chain of them: the first raised, then each raised while handling it."""
+    parts = [f"{e['type']}: {e['message']}" for e in errors]
+    return "\n\nDuring handling of the above exception, another exception occurred:\n\n".join(parts)
+
+
+def printouts(results) -> dict:
+    """The constraints as the H200 run stored them, as text blocks."""
+    con = results("m09/constraints")
+    s = con["stale_input"]
+    shape = con["static_shape"]
+    host = {h["work"]: h for h in con["host_work"]}
+    rng = con["rng"]
+    apis = results("m09/apis")
+    overwritten = next(c for c in apis["reduce_overhead"] if c["previous_output"].startswith("error"))
+    return {
+        "stale": (
+            f"expected          {s['expected']}\n"
+            f"after rebinding   {s['after_rebinding']}\n"
+            f"after copy_       {s['after_copy']}"
+        ),
+        "shape": (
+            f"captured shape: {shape['captured_shape']}\n"
+            f"static_x.copy_(torch.arange(16.)): RuntimeError: {shape['copy_16_error']}\n"
+            f"5 values padded with zeros to 8, replayed: {shape['padded_5_output']}"
+        ),
+        "host_item": _error_chain(host["item"]["errors"]),
+        "rng": (
+            f"philox offset before and after each replay: {rng['offsets']}\n"
+            f"offset advanced by one replay: {rng['offset_per_replay']}, by one eager dropout: "
+            f"{rng['offset_per_eager_call']}\n"
+            f"fraction of elements kept, replays 1-3: {[round(f, 4) for f in rng['kept_fraction']]}\n"
+            f"consecutive replays draw different masks: {rng['replays_differ']}\n"
+            f"after manual_seed(0), replay == eager dropout: {rng['replay_equals_eager_after_same_seed']}"
+        ),
+        "trees_error": overwritten["previous_output"].removeprefix("error: "),
+    }
+
+
+# ---------------------------------------------------------------- figures
+
+
+def per_kernel(results) -> go.Figure:
+    """Wall time per kernel, eager launches against a graph replay, against the chain's length, for
+    the two kernel sizes; the device time of one kernel inside a graph as the floor; and the
+    eager line of the build's second run, whose host was faster."""
+    runs = _runs(results, "m09/chain")
+    second = _runs(results, "m09/chain", RUNS["second"])
+    first = runs[0]
+    sizes = [s for s in SIZE_LABELS if s in first["sizes"]] + [s for s in first["sizes"] if s not in SIZE_LABELS]
+    fig = make_subplots(
+        rows=1, cols=len(sizes), subplot_titles=[SIZE_LABELS.get(s, s) for s in sizes], horizontal_spacing=0.1
+    )
+    names = {
+        "eager": "eager: one Python call per kernel",
+        "graph": "graph.replay(): one call per chain",
+    }
+    for col, size in enumerate(sizes, 1):
+        ns = first["lengths"]
+        for name in ("eager", "graph"):
+            per_run = [[_point(r, size, n)["wall_us_per_kernel"][name] for n in ns] for r in runs]
+            mids = [s["median"] for s in per_run[0]]
+            env = [_envelope([run[i] for run in per_run]) for i in range(len(ns))]
+            others = [[f"{run[i]['median']:.2f}" for run in per_run] for i in range(len(ns))]
+            fig.add_trace(
+                go.Scatter(
+                    x=ns,
+                    y=mids,
+                    mode="lines+markers",
+                    name=names[name],
+                    legendgroup=name,
+                    showlegend=col == 1,
+                    line={"color": COLORS[name]},
+                    error_y=error_bars([e[0] for e in env], mids, [e[1] for e in env]),
+                    customdata=[[", ".join(o)] for o in others],
+                    hovertemplate="%{x} kernels: %{y:.2f} µs per kernel (process medians %{customdata[0]})<extra>"
+                    + name
+                    + "</extra>",
+                ),
+                row=1,
+                col=col,
+            )
+        again = [[_point(r, size, n)["wall_us_per_kernel"]["eager"]["median"] for r in second] for n in ns]
+        fig.add_trace(
+            go.Scatter(
+                x=ns,
+                y=[a[0] for a in again],
+                mode="lines+markers",
+                name="eager, the build's second run (faster host)",
+                legendgroup="eager2",
+                showlegend=col == 1,
+                line={"color": COLORS["eager"], "dash": "dot"},
+                marker={"symbol": "circle-open"},
+                customdata=[[", ".join(f"{v:.2f}" for v in a)] for a in again],
+                hovertemplate="%{x} kernels: %{y:.2f} µs per kernel (process medians %{customdata[0]})"
+                "<extra>eager, second run</extra>",
+            ),
+            row=1,
+            col=col,
+        )
+        floor = first["sizes"][size]["device_us_per_kernel"]["median"]
+        fig.add_trace(
+            go.Scatter(
+                x=[ns[0], ns[-1]],
+                y=[floor, floor],
+                mode="lines",
+                line={"dash": "dash", "color": COLORS["floor"]},
+                name="floor: one kernel's device time inside a graph",
+                legendgroup="floor",
+                showlegend=col == 1,
+                hovertemplate=f"floor {floor:.2f} µs per kernel<extra></extra>",
+            ),
+            row=1,
+            col=col,
+        )
+        fig.update_xaxes(type="log", title_text="kernels in the chain", row=1, col=col)
+        fig.update_yaxes(rangemode="tozero", row=1, col=col)
+    fig.update_yaxes(title_text="µs per kernel, wall time", row=1, col=1)
+    fig.update_layout(
+        height=470,
+        margin={"l": 60, "r": 10, "t": 40, "b": 40},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.22},
+        hovermode="closest",
+    )
+    return fig
+
+
+def capture_cost(results) -> go.Figure:
+    """The host time to capture a chain and to instantiate it, against one eager call of the same
+    chain, for both kernel sizes (whiskers: the fastest and slowest of the five captures)."""
+    data = results("m09/chain")
+    ns = data["lengths"]
+    fig = go.Figure()
+    dashes = {"tiny": "solid", "few_us": "dot"}
+    short = {"tiny": "tiny kernels", "few_us": "larger kernels"}
+    for size in [s for s in dashes if s in data["sizes"]]:
+        points = [_point(data, size, n) for n in ns]
+        series = (
+            ("capture", [p["capture_us"] for p in points], COLORS["graph"]),
+            ("instantiate", [p["instantiate_us"] for p in points], COLORS["compiled"]),
+            (
+                "one eager call of the chain",
+                [_scaled(p["wall_us_per_kernel"]["eager"], n, "us") for p, n in zip(points, ns)],
+                COLORS["eager"],
+            ),
+        )
+        for what, summaries, color in series:
+            mids = [s["median"] for s in summaries]
+            fig.add_trace(
+                go.Scatter(
+                    x=ns,
+                    y=mids,
+                    mode="lines+markers",
+                    line={"color": color, "dash": dashes[size]},
+                    name=f"{what}, {short[size]}",
+                    error_y=error_bars([s["p10"] for s in summaries], mids, [s["p90"] for s in summaries]),
+                    hovertemplate="%{x} kernels: %{y:,.0f} µs<extra>" + what + ", " + short[size] + "</extra>",
+                )
+            )
+    fig.update_xaxes(type="log", title_text="kernels in the chain")
+    fig.update_yaxes(type="log", title_text="µs, host time")
+    fig.update_layout(
+        height=460,
+        margin={"l": 60, "r": 10, "t": 10, "b": 40},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.18},
+        hovermode="closest",
+    )
+    return fig
+
+
+def pool_size(results) -> go.Figure:
+    """The bytes a chain's private pool holds after capture, against the chain's length: the
+    in-place chain (no allocation) and the out-of-place one (a new tensor per step), both sizes."""
+    data = results("m09/chain")
+    ns = data["lengths"]
+    fig = go.Figure()
+    short = {"tiny": "tiny tensor", "few_us": "larger tensor"}
+    symbols = {"tiny": "circle", "few_us": "square"}
+    for size in [s for s in short if s in data["sizes"]]:
+        points = [_point(data, size, n) for n in ns]
+        for kind, color in (("out_of_place", COLORS["eager"]), ("in_place", COLORS["graph"])):
+            fig.add_trace(
+                go.Scatter(
+                    x=ns,
+                    y=[p["pool_bytes"][kind] / MIB for p in points],
+                    mode="lines+markers",
+                    marker={"symbol": symbols[size], "size": 9},
+                    line={"color": color, "dash": "solid" if size == "tiny" else "dot"},
+                    name=f"{kind.replace('_', '-')} chain, {short[size]}",
+                    hovertemplate="%{x} kernels: %{y:.0f} MiB<extra>" + kind.replace("_", "-") + "</extra>",
+                )
+            )
+    fig.update_xaxes(type="log", title_text="kernels in the chain")
+    fig.update_yaxes(title_text="MiB held by the graph's pool", rangemode="tozero")
+    fig.update_layout(
+        height=380,
+        margin={"l": 60, "r": 10, "t": 10, "b": 40},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.22},
+        hovermode="closest",
+    )
+    return fig
+
+
+def decode_tokens(results) -> go.Figure:
+    """Tokens per second of the decode step, eager, hand-captured and reduce-overhead, one panel per
+    batch size: bars are process 1's medians with its 10th-90th percentile, markers every
+    process's median, in this run and in the build's second run."""
+    runs = _runs(results, "m09/decode")
+    second = _runs(results, "m09/decode", RUNS["second"])
+    batches = [p["batch"] for p in runs[0]["points"]]
+    fig = make_subplots(
+        rows=1, cols=len(batches), subplot_titles=[f"batch {b}" for b in batches], horizontal_spacing=0.12
+    )
+    short = {"eager": "eager", "graph": "by hand", "compiled": "compiled"}
+    order = ("eager", "graph", "compiled")
+    for col, b in enumerate(batches, 1):
+        for x, name in enumerate(order):
+            rate = _decode_point(runs[0], b)["tokens_per_s"][name]
+            fig.add_trace(
+                go.Bar(
+                    x=[x],
+                    y=[rate["median"]],
+                    name=VARIANT_LABELS[name],
+                    legendgroup=name,
+                    showlegend=col == 1,
+                    marker={"color": COLORS[name]},
+                    error_y=error_bars([rate["p10"]], [rate["median"]], [rate["p90"]]),
+                    hovertemplate="%{y:,.0f} tokens/s (process 1)<extra>" + VARIANT_LABELS[name] + "</extra>",
+                ),
+                row=1,
+                col=col,
+            )
+            for label, procs, symbol, shift in (
+                ("each process's median", runs, "circle-open", -0.18),
+                ("each process's median, the build's second run", second, "diamond-open", 0.18),
+            ):
+                fig.add_trace(
+                    go.Scatter(
+                        x=[x + shift] * len(procs),
+                        y=[_decode_point(r, b)["tokens_per_s"][name]["median"] for r in procs],
+                        mode="markers",
+                        marker={"color": "black", "symbol": symbol, "size": 8},
+                        name=label,
+                        legendgroup=label,
+                        showlegend=col == 1 and name == "eager",
+                        hovertemplate="%{y:,.0f} tokens/s<extra>" + VARIANT_LABELS[name] + ", " + label + "</extra>",
+                    ),
+                    row=1,
+                    col=col,
+                )
+        fig.update_yaxes(rangemode="tozero", row=1, col=col)
+        fig.update_xaxes(tickvals=list(range(len(order))), ticktext=[short[n] for n in order], row=1, col=col)
+    fig.update_yaxes(title_text="tokens per second", row=1, col=1)
+    fig.update_layout(
+        height=460,
+        margin={"l": 70, "r": 10, "t": 40, "b": 40},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.12},
+        hovermode="closest",
+        bargap=0.35,
+    )
+    return fig
