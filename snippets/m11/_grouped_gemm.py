@@ -1,0 +1,173 @@
+"""The course's Triton grouped GEMM: out[rows of group g] = x_sorted[rows of group g] @ w[g] for every
+group g at once, in one launch, with the groups' row ranges read on the device from cumulative offsets,
+as torch._grouped_mm takes them (2-D x, 3-D w, int32 offs). No count reaches the host, so nothing
+waits for the GPU before the launch, and the launch is the same whatever the routing.
+
+The shape is Triton's grouped-GEMM tutorial (python/tutorials/08-grouped-gemm.py), a persistent
+kernel: a fixed number of programs, each looping over the output tiles of all groups, taking every
+P-th tile (P programs). Tiles are numbered group after group; a program walks the groups in order,
+reading each group's end from the offsets (one scalar load per group), and computes the tiles of the
+group that are its own like module 07's tutorial matmul: pointer loads, K masked, and within a group
+tiles ordered in bands of GROUP_M tile rows so that programs running together share rows of x and
+columns of w in L2. Inductor's grouped template (torch/_inductor/kernel/templates/
+triton_mm_grouped.py.jinja) walks the groups the same way. An empty group has no tiles; a group's last
+row tile may be partial (its rows past the group's end are read, as the group's last row, and never
+stored).
+
+The grid cannot be sized to the tiles without reading the counts on the host (a sync); it is
+PROGRAMS_PER_SM programs per SM instead: 1 for tiles whose buffers fill an SM's shared memory, 2 where
+two fit (then one program's epilogue overlaps the other's loads). The autotuner picks the tile shape,
+stages, warps and that number among a few configs.
+
+Layout: x_sorted [M, K] row-major with rows grouped by expert; w [G, K, N] (any strides; the snippets
+store weights row-major, N contiguous); offs [G] int32 cumulative ends: group g owns rows offs[g-1] to
+offs[g] (offs[-1] taken as 0). Rows past offs[G-1] are not written, as in torch._grouped_mm."""
+
+# --8<-- [start:imports]
+import os
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # no GPU: Triton runs the kernels in its interpreter, on the CPU
+import triton  # noqa: E402  (imported after the switch above, as Triton's documentation has it)
+import triton.language as tl  # noqa: E402
+
+# --8<-- [end:imports]
+
+
+# --8<-- [start:configs]
+def config(bm, bn, bk, stages, warps, programs_per_sm):
+    return triton.Config(
+        {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "PROGRAMS_PER_SM": programs_per_sm},
+        num_stages=stages,
+        num_warps=warps,
+    )
+
+
+# A short list: every candidate is compiled once and timed once per (M, N, K). Shared memory per
+# program: (BLOCK_M + BLOCK_N) x BLOCK_K x stages x 2 bytes; an H200 SM has 228 KiB, so the 96 KiB
+# ones run two programs per SM.
+CONFIGS = [
+    config(128, 256, 64, 3, 8, 1),  # module 07's fastest tile for a dense 4096^3 bf16 matmul on an H200
+    config(128, 128, 64, 4, 8, 1),
+    config(128, 128, 64, 3, 4, 2),
+    config(128, 128, 64, 3, 8, 2),
+    config(64, 128, 64, 4, 4, 2),  # smaller row tiles waste less on a group's last, partial tile
+    config(128, 64, 64, 4, 4, 2),
+]
+
+
+def cpu_autotune_bench(kernel_call, quantiles):
+    """The autotuner's benchmark where there is no GPU: each candidate runs once (checked, not timed)
+    in the interpreter and all tie; the first one is kept."""
+    kernel_call()
+    return [1.0 for _ in quantiles]
+
+
+AUTOTUNE_BENCH = None if torch.cuda.is_available() else cpu_autotune_bench  # None: Triton's do_bench on a GPU
+# On the CPU one small tile, nothing to tune: the interpreter pays per operation of every program and
+# per element of every tl.dot (numpy has no fast float16 matmul), and there is no GPU to time on.
+TUNED = CONFIGS if torch.cuda.is_available() else [config(64, 64, 32, 1, 4, 1)]
+# --8<-- [end:configs]
+
+
+# --8<-- [start:kernel]
+@triton.autotune(configs=TUNED, key=["M", "N", "K"], do_bench=AUTOTUNE_BENCH)
+@triton.jit(do_not_specialize=["G"])  # one binary for 8 and 128 groups (ints are specialized on divisibility by 16)
+def grouped_mm_kernel(
+    x_ptr, w_ptr, out_ptr, offs_ptr, M, N, K, G,
+    stride_xm, stride_xk, stride_wg, stride_wk, stride_wn, stride_om, stride_on,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    PROGRAMS_PER_SM: tl.constexpr,  # sizes the grid (grouped_mm below); the kernel does not read it
+):  # fmt: skip
+    num_pid_n = (N + BLOCK_N - 1) // BLOCK_N
+    tile = tl.program_id(0)  # this program's next tile, numbered over all groups
+    first_tile = 0  # number of the first tile of group g
+    start = 0  # first row of group g
+    w_group = w_ptr  # group g's matrix: a pointer moved by stride_wg per group, never g * stride_wg in 32 bits
+    for g in range(0, G):
+        end = tl.load(offs_ptr + g)  # where the group ends, read on the device
+        rows = end - start
+        num_pid_m = (rows + BLOCK_M - 1) // BLOCK_M
+        while tile < first_tile + num_pid_m * num_pid_n:  # this program's tiles in group g (none if empty)
+            # The tile's place in its group, in bands of GROUP_M tile rows (module 07's order).
+            t = tile - first_tile
+            first_m = (t // (GROUP_M * num_pid_n)) * GROUP_M
+            band_m = min(num_pid_m - first_m, GROUP_M)  # the last band may be shorter
+            pid_m = first_m + (t % (GROUP_M * num_pid_n)) % band_m
+            pid_n = (t % (GROUP_M * num_pid_n)) // band_m
+            local_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # row in the group
+            # Rows past the group's end read its last row, columns past N wrap: neither is stored.
+            offs_m = start + tl.minimum(local_m, rows - 1)
+            offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+            offs_k = tl.arange(0, BLOCK_K)
+            x_ptrs = x_ptr + offs_m[:, None].to(tl.int64) * stride_xm + offs_k[None, :] * stride_xk
+            w_ptrs = w_group + offs_k[:, None] * stride_wk + offs_n[None, :] * stride_wn
+            acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)  # accumulate in float32
+            for k in range(0, K, BLOCK_K):
+                k_left = K - k  # the last step along K may be partial: mask it with zeros
+                a = tl.load(x_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+                b = tl.load(w_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+                acc = tl.dot(a, b, acc)  # on the tensor cores: wgmma on Hopper
+                x_ptrs += BLOCK_K * stride_xk
+                w_ptrs += BLOCK_K * stride_wk
+            cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+            out_ptrs = out_ptr + (start + local_m)[:, None].to(tl.int64) * stride_om + cols[None, :] * stride_on
+            tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=(local_m[:, None] < rows) & (cols[None, :] < N))
+            tile += tl.num_programs(0)
+        first_tile += num_pid_m * num_pid_n
+        start = end
+        w_group += stride_wg
+
+
+# --8<-- [end:kernel]
+
+
+# --8<-- [start:launch]
+# SMs of the GPU (two on the CPU: then each program loops, as on a GPU). Read once here, not per call:
+# inside torch.compile a plain int is a constant, a device query may not be.
+NUM_SMS = torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 2
+
+
+def grouped_mm(x_sorted, w, offs, config: triton.Config | None = None, out=None):
+    """torch._grouped_mm(x_sorted, w, offs) for a 2-D x_sorted [M, K], a 3-D w [G, K, N] and int32
+    offsets [G], in Triton: autotuned, or with one config (no tuning); into out [M, N] if given.
+    Reads no count on the host."""
+    (M, K), (G, _, N) = x_sorted.shape, w.shape
+    out = torch.empty(M, N, device=x_sorted.device, dtype=x_sorted.dtype) if out is None else out
+
+    def grid(meta):
+        # No more programs than tiles could be: at most cdiv(M, BLOCK_M) + G row tiles, whatever the counts.
+        bound = (triton.cdiv(M, meta["BLOCK_M"]) + G) * triton.cdiv(N, meta["BLOCK_N"])
+        return (min(meta["PROGRAMS_PER_SM"] * NUM_SMS, bound),)
+
+    args = (x_sorted, w, out, offs, M, N, K, G, *x_sorted.stride(), *w.stride(), *out.stride())
+    if config is None:
+        grouped_mm_kernel[grid](*args)
+    else:
+        grouped_mm_kernel.fn[grid](*args, **config.all_kwargs())
+    return out
+
+
+# --8<-- [end:launch]
+
+
+if __name__ == "__main__":
+    # Five groups, two of them empty, against a loop of torch.mm over the groups.
+    counts = [70, 0, 3, 0, 150]
+    dev, dtype = ("cuda", torch.bfloat16) if torch.cuda.is_available() else ("cpu", torch.float16)
+    x = torch.randn(sum(counts), 64, device=dev, dtype=dtype)
+    w = torch.randn(len(counts), 64, 96, device=dev, dtype=dtype)
+    offs = torch.tensor(counts, device=dev).cumsum(0).to(torch.int32)
+    out = grouped_mm(x, w, offs)
+    ends = offs.tolist()
+    worst = max(
+        (
+            (out[s:e].float() - x[s:e].float() @ w[g].float()).abs().max().item()
+            for g, (s, e) in enumerate(zip([0, *ends[:-1]], ends))
+            if e > s
+        ),
+    )
+    print(f"grouped_mm over groups of {counts} rows ({dtype}): max |difference| from a loop of mm {worst:.3g}")
+    print(f"config: {grouped_mm_kernel.best_config.kwargs}")
