@@ -1,26 +1,27 @@
 """Expert parallelism for one MoE layer: the experts split evenly over the GPUs, every token sent to the
 GPUs that hold its experts and the results sent back, with torch.distributed.all_to_all_single over
-NCCL. The layer is Qwen3-30B-A3B-like: hidden 2,048, expert FFN 768 (SwiGLU: w1, w3 [h -> f], w2
-[f -> h]), 128 experts, top-8, bf16, with 4,096 tokens on every GPU (a prefill or training micro-batch
-per GPU) and a random router, so loads are near-uniform (m11/routing measures skewed ones).
+NCCL. The layer is Qwen3-30B-A3B-like: hidden 2,048, expert FFN 768 (SwiGLU: w1, w3 [h -> f], w2 [f ->
+h]), 128 experts, top-8, bf16, with 4,096 tokens on every GPU (a prefill or training micro-batch per
+GPU) and a random router, so loads are near-uniform (m11/routing measures skewed ones).
 
 Each rank routes its tokens, sorts their 8 copies by expert (experts are numbered rank after rank, so
 that is also by destination), exchanges the per-expert counts (a small all_to_all_single), copies the
-split sizes to the host (`.tolist()`: the step's one host sync, since all_to_all_single takes its
-splits as Python ints), sends the rows (dispatch), regroups what arrived by local expert and runs
+split sizes to the host (`.tolist()`: the step's one host sync, since all_to_all_single takes its splits
+as Python ints), sends the rows (dispatch), regroups what arrived by local expert and runs
 torch._grouped_mm, sends the results back (combine), and sums each token's 8 results with its router
-weights. Every phase is timed with CUDA events on every rank (device clock), 50 steps after 10 of
-warm-up, the ranks meeting at a barrier before each step; a step lasts as long as its slowest rank, so
-each phase is summarised per rank and as the per-step maximum over ranks, with its share of the layer.
-Also stored: the rows each rank sends to each rank, the bytes per dispatch and the bus bandwidth,
-the synchronizing CUDA calls in one step (torch.cuda.set_sync_debug_mode), and the max abs error
-against a single-process reference (a loop over all 128 experts, the same seeded weights).
+weights (one batched matrix product, fp32 accumulation). Every phase is timed with CUDA events on every
+rank (device clock), 50 steps after 10 of warm-up, the ranks meeting at a barrier before each step; a
+step lasts as long as its slowest rank, so each phase is summarised per rank and as the per-step maximum
+over ranks, with its share of the layer. Also stored: the rows each rank sends to each rank, the bytes
+per dispatch and the bus bandwidth, the synchronizing CUDA calls in one step
+(torch.cuda.set_sync_debug_mode), and the max abs error against a single-process reference (a loop over
+all 128 experts, the same seeded weights).
 
-Worlds: 1 (the baseline, every expert on one GPU, no communication, run in this process) and 2, 4, 8
-up to torch.cuda.device_count(); each rank of a larger world is a fresh process that measure() starts
-with torchrun's environment variables, NCCL's environment left as it is. On the CPU (small=True):
-gloo, worlds 1 and 2, tiny shapes in float32, the same code (torch._grouped_mm runs on the CPU too, as
-a loop over groups in ATen), timed on the host clock."""
+Worlds: 1 (the baseline, every expert on one GPU, no communication, run in this process) and 2, 4, 8 up
+to torch.cuda.device_count(); each rank of a larger world is a fresh process that measure() starts with
+torchrun's environment variables, NCCL's environment left as it is. On the CPU (small=True): gloo,
+worlds 1 and 2, tiny shapes in float32, the same code (torch._grouped_mm runs on the CPU too, as a loop
+over groups in ATen), timed on the host clock."""
 
 # --8<-- [start:imports]
 import json
@@ -101,9 +102,9 @@ def moe_layer(x, router, w1, w3, w2, k, world=1, mark=lambda phase: None):
         mark("experts")
     slots = torch.empty_like(back)
     slots[order] = back  # each result back in its token's slot
-    out = (slots.view(tokens, k, hidden).float() * weights.unsqueeze(-1)).sum(1)
+    out = torch.bmm(weights.unsqueeze(1).to(x.dtype), slots.view(tokens, k, hidden))  # one read of the rows
     mark("unpermute")
-    return out.to(x.dtype), sent, received
+    return out.view(tokens, hidden), sent, received
 
 
 # --8<-- [end:layer]
@@ -162,7 +163,7 @@ def sync_calls(step):
         finally:
             torch.cuda.set_sync_debug_mode("default")
     torch.cuda.synchronize()
-    return [str(w.message) for w in caught if "synchroniz" in str(w.message)]
+    return [str(w.message) for w in caught if "called a synchronizing" in str(w.message)]  # not the mode's notice
 
 
 # --8<-- [end:clock]
