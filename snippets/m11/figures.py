@@ -1,0 +1,666 @@
+"""Figures and computed values for module 11: a mixture-of-experts layer's routing, the four ways to
+run its experts, the course's Triton grouped GEMM against torch._grouped_mm, torch.compile on each
+way, and expert parallelism over two GPUs.
+
+``results(key)`` returns a stored result's data: "m11/routing" (router load and capacity drops),
+"m11/routes" (the four routes against a dense GEMM chain of the same FLOPs, the parts, the host
+sync), "m11/grouped_gemm" (the two grouped GEMMs three ways), "m11/compiled" (Dynamo and Inductor
+on each route), "m11/expert_parallel" (one layer over 1 and 2 GPUs) and "methodology/ceilings"
+(the copy bandwidth and bf16 GEMM rate of the same machine). Each computed-value function reads only
+the results it needs, so a number's provenance names only those. Ratios of two variants timed in
+the same interleaved rounds are taken round by round (``_paired``); a ratio of two summaries timed
+apart takes the worst case of both spreads (``coursekit.stats.ratio_spread``). Nothing here
+imports torch.
+"""
+
+import math
+import re
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from coursekit.stats import error_bars, ratio_spread, summarize
+
+SHAPES = ("mixtral", "qwen3")
+SHAPE_LABELS = {  # short: two subplot titles share the column's width
+    "mixtral": "Mixtral-like (8 experts, top-2)",
+    "qwen3": "Qwen-like (128 experts, top-8)",
+}
+SHAPE_SHORT = {"mixtral": "Mixtral-like", "qwen3": "Qwen-like"}
+ROUTES = ("dense", "loop", "padded_bmm", "grouped_torch", "triton_grouped")
+ROUTE_LABELS = {
+    "dense": "dense GEMMs of the same FLOPs (yardstick)",
+    "loop": "loop over experts (host sync)",
+    "padded_bmm": "padded bmm at capacity factor 1.25",
+    "grouped_torch": "sort-permute + torch._grouped_mm",
+    "triton_grouped": "sort-permute + the course's Triton grouped GEMM",
+}
+WAY_LABELS = {"grouped_torch": "torch._grouped_mm", "triton_grouped": "the Triton kernel"}
+COLORS = {
+    "dense": "grey",
+    "loop": "#e07b00",
+    "padded_bmm": "#8e44ad",
+    "grouped_torch": "#1f5fbf",
+    "triton_grouped": "#2e8b57",
+}
+ALPHA_COLORS = {0.0: "#1f5fbf", 0.25: "#2e8b57", 0.5: "#e07b00", 1.0: "#c0392b"}
+WHISKERS = "whiskers: 10th to 90th percentile"
+RUNS = {"first": "nvidia-h200", "second": "nvidia-h200-rerun"}  # the two forced runs of the build
+BF16_BYTES = 2
+TILE_ROWS = 128  # CUTLASS's row tile in torch._grouped_mm when groups average over 128 rows (GroupMM.cu)
+SYNC_MARK = "called a synchronizing"  # set_sync_debug_mode's message for a synchronizing call (not its notice)
+EP_PHASES = ("route", "permute", "count_exchange", "host_sync", "dispatch", "experts", "combine", "unpermute")
+EP_COLORS = {
+    "route": "#7f8c8d",
+    "permute": "#95a5a6",
+    "count_exchange": "#f5b041",
+    "host_sync": "#c0392b",
+    "dispatch": "#e07b00",
+    "experts": "#1f5fbf",
+    "combine": "#d35400",
+    "unpermute": "#5d6d7e",
+}
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _alpha_label(alpha: float) -> str:
+    return "random router" if alpha == 0 else f"skewed, alpha {alpha:g}"
+
+
+def _routing_point(data: dict, shape: str, tokens: int, alpha: float) -> dict:
+    return next(p for p in data["points"] if p["shape"] == shape and p["tokens"] == tokens and p["alpha"] == alpha)
+
+
+def _case(data: dict, shape: str, tokens: int) -> dict:
+    return next(c for c in data["cases"] if c["shape"] == shape and c["tokens"] == tokens)
+
+
+def _gemm_point(data: dict, shape: str, tokens: int, router: str = "random") -> dict:
+    return next(p for p in data["points"] if p["shape"] == shape and p["tokens"] == tokens and p["router"] == router)
+
+
+def _gemm(point: dict, name: str) -> dict:
+    return next(g for g in point["gemms"] if g["gemm"] == name)
+
+
+def _paired(a: dict, b: dict, fn, unit: str) -> dict:
+    """fn(a_i, b_i) round by round, for two summaries timed in the same interleaved rounds."""
+    return summarize([fn(x, y) for x, y in zip(a["rounds"], b["rounds"])], unit)
+
+
+def _times(s: dict, factor: float, unit: str) -> dict:
+    """A summary scaled by a positive constant."""
+    return {**{k: s[k] * factor for k in ("median", "p10", "p90", "min", "max")}, "n": s["n"], "unit": unit}
+
+
+def _over_constant(s: dict, amount: float, unit: str = "x") -> dict:
+    """s / amount for a positive constant amount."""
+    return _times(s, 1 / amount, unit)
+
+
+def _ceilings(results) -> tuple[float, float]:
+    """The machine's bf16 GEMM rate (TFLOP/s) and copy bandwidth (GB/s), medians."""
+    c = results("methodology/ceilings")
+    return c["gemm"]["TFLOPs"]["median"], c["copy"]["GBps"]["median"]
+
+
+def _key(shape: str, tokens: int) -> str:
+    return f"{shape}_{tokens}"
+
+
+# ---------------------------------------------------------------- computed values
+
+
+def routing_facts(results) -> dict:
+    """Per shape and token count (``<shape>_<tokens>``): the mean rows per expert (T k / E) and, for
+    the random router's counts, how many rows tiles of TILE_ROWS rows compute per useful row (each
+    expert's last tile is partial)."""
+    data = results("m11/routing")
+    out = {}
+    for p in data["points"]:
+        if p["alpha"] != 0:
+            continue
+        counts = p["tokens_per_expert"]
+        computed = sum(math.ceil(c / TILE_ROWS) * TILE_ROWS for c in counts)
+        out[_key(p["shape"], p["tokens"])] = {
+            "rows_per_expert": p["mean_per_expert"],
+            "tile_rows_over_useful": computed / sum(counts),
+        }
+    return out
+
+
+def _config_text(c: dict) -> str:
+    per_sm = c["PROGRAMS_PER_SM"]
+    return (
+        f"{c['BLOCK_M']}×{c['BLOCK_N']}×{c['BLOCK_K']} tiles, {c['num_stages']} stages, {c['num_warps']} warps, "
+        f"{per_sm} program{'s' if per_sm > 1 else ''} per SM"
+    )
+
+
+def gemm_facts(results) -> dict:
+    """The grouped GEMMs against the roofline of the same machine (methodology/ceilings).
+
+    ``ridge``: FLOPs per byte at which the bf16 GEMM rate and the copy bandwidth meet. Per point
+    ``<shape>_<tokens>`` (random router) and GEMM (``w13``, ``w2``): the FLOPs, the least bytes a
+    grouped GEMM must move (the rows in, every expert's weight once, the rows out; bf16), their
+    ratio, the weights' share of those bytes, the floor (the larger of FLOPs at the GEMM rate and
+    bytes at the copy rate) and each way's time over that floor (torch, triton; dense's over its
+    own floor, which reads one weight matrix)."""
+    data = results("m11/grouped_gemm")
+    peak, copy = _ceilings(results)
+    out = {"ridge": peak * 1e12 / (copy * 1e9), "peak_TFLOPs": peak, "copy_GBps": copy}
+    chosen = sorted({_config_text(g["triton_config"]) for p in data["points"] for g in p["gemms"]})
+    out["triton_configs"] = "; ".join(chosen)
+    out["triton_configs_count"] = len(chosen)
+    out["triton_block_m"] = ", ".join(
+        str(m) for m in sorted({g["triton_config"]["BLOCK_M"] for p in data["points"] for g in p["gemms"]})
+    )
+    out["gemms_tuned"] = sum(g["tuned_here"] for p in data["points"] for g in p["gemms"])
+    out["max_diff_triton_vs_torch"] = max(g["max_abs_diff_triton_vs_torch"] for p in data["points"] for g in p["gemms"])
+    out["max_diff_vs_fp32"] = max(
+        max(g["max_abs_diff_triton_vs_fp32"], g["max_abs_diff_torch_vs_fp32"])
+        for p in data["points"]
+        for g in p["gemms"]
+    )
+    out["max_abs_fp32"] = max(g["max_abs_fp32"] for p in data["points"] for g in p["gemms"])
+    for p in data["points"]:
+        if p["router"] != "random":
+            continue
+        entry = {}
+        for g in p["gemms"]:
+            m, n, k, e = g["M"], g["N"], g["K"], p["experts"]
+            weights = e * k * n * BF16_BYTES
+            grouped_bytes = (m * k + m * n) * BF16_BYTES + weights
+            dense_bytes = (m * k + m * n + k * n) * BF16_BYTES
+            floor = max(g["flops"] / (peak * 1e12), grouped_bytes / (copy * 1e9)) * 1e6
+            dense_floor = max(g["flops"] / (peak * 1e12), dense_bytes / (copy * 1e9)) * 1e6
+            entry[g["gemm"]] = {
+                "flops": g["flops"],
+                "bytes_MB": grouped_bytes / 1e6,
+                "weights_MB": weights / 1e6,
+                "weights_share": weights / grouped_bytes,
+                "flop_per_byte": g["flops"] / grouped_bytes,
+                "math_us": g["flops"] / (peak * 1e12) * 1e6,
+                "bytes_us": grouped_bytes / (copy * 1e9) * 1e6,
+                "floor_us": floor,
+                "torch_over_floor": _over_constant(g["torch"]["time_us"], floor),
+                "triton_over_floor": _over_constant(g["triton"]["time_us"], floor),
+                "dense_over_floor": _over_constant(g["dense"]["time_us"], dense_floor),
+            }
+        out[_key(p["shape"], p["tokens"])] = entry
+    return out
+
+
+def route_facts(results) -> dict:
+    """``mixtral_vs_dense``: the lowest and highest median speed of any route over the dense chain at the Mixtral-like
+    shape (both token counts). Per case ``<shape>_<tokens>`` of m11/routes: the shares of the permute and the
+    unpermute in the torch._grouped_mm route (paired by round), the unpermute's least bytes and their time at
+    the copy bandwidth, its time above that floor, the loop's device time per expert with the counts known (an
+    upper bound on the host's time per expert: the loop is bound by the host there), and the synchronizing calls
+    each route made (the debug mode's one-time notice not counted)."""
+    data = results("m11/routes")
+    _, copy = _ceilings(results)
+    out = {}
+    for c in data["cases"]:
+        grouped = c["routes"]["grouped_torch"]["time_us"]
+        permute, unpermute = c["parts"]["permute"], c["parts"]["unpermute"]
+        rows, hidden, tokens = c["rows"], data["shapes"][c["shape"]]["hidden"], c["tokens"]
+        # read every expert output row once, its index and weight; write each token's sum once
+        least = rows * hidden * BF16_BYTES + rows * (8 + BF16_BYTES) + tokens * hidden * BF16_BYTES
+        floor_us = least / (copy * 1e9) * 1e6
+        out[_key(c["shape"], tokens)] = {
+            "permute_share": _paired(permute, grouped, lambda a, b: a / b, "fraction"),
+            "unpermute_share": _paired(unpermute, grouped, lambda a, b: a / b, "fraction"),
+            "permute_unpermute_share": summarize(
+                [(a + b) / g for a, b, g in zip(permute["rounds"], unpermute["rounds"], grouped["rounds"])], "fraction"
+            ),
+            "unpermute_MB": least / 1e6,
+            "unpermute_floor_us": floor_us,
+            "unpermute_over_floor": _over_constant(unpermute, floor_us),
+            "unpermute_above_floor_us": {
+                **{k: unpermute[k] - floor_us for k in ("median", "p10", "p90", "min", "max")},
+                "n": unpermute["n"],
+                "unit": "us",
+            },
+            "loop_us_per_expert": _times(
+                c["parts"]["loop_counts_known"], 1 / data["shapes"][c["shape"]]["experts"], "us"
+            ),
+            "sync_calls": {
+                r: sum(SYNC_MARK in m for m in c["routes"][r].get("synchronizing_calls", [])) for r in data["routes"]
+            },
+        }
+    mixtral = [
+        c["routes"][r]["vs_dense"]["median"] for c in data["cases"] if c["shape"] == "mixtral" for r in data["routes"]
+    ]
+    out["mixtral_vs_dense"] = {"lowest": min(mixtral), "highest": max(mixtral)}
+    return out
+
+
+def _no_paths(text: str) -> str:
+    """A stored message with what is left of the measuring machine's file paths cut to file names."""
+    return re.sub(r"\S*snippets/m11/", "", text)
+
+
+def compile_facts(results) -> dict:
+    """Per ``<shape>.<route>``: what Inductor saved on a route it compiled (eager minus compiled,
+    paired by round), the graphs after each of the three routings, as text, and the recompiles.
+    ``text``: the loop's capture as Dynamo reported it (explain, the fullgraph error, the recompile
+    reason), paths cut to file names, for printouts."""
+    data = results("m11/compiled")
+    out = {}
+    for r in data["routes"]:
+        h = r.get("helps")
+        entry = {}
+        if h and h.get("compiled"):
+            entry["saved_us"] = _paired(h["eager_us"], h["compiled_us"], lambda e, c: e - c, "us")
+        rec = r.get("recompiles", {})
+        if "graphs_after_call" in rec:
+            entry["graphs_after_each"] = ", ".join(str(g) for g in rec["graphs_after_call"])
+            entry["recompile_count"] = len(rec["reasons"])
+        out.setdefault(r["shape"], {})[r["route"]] = entry
+    static = [r for r in data["routes"] if r["route"] != "loop"]
+    one_graph = [
+        r
+        for r in static
+        if r["explain"].get("graphs") == 1
+        and r["explain"].get("graph_breaks") == 0
+        and r["fullgraph"]["ok"]
+        and r.get("recompiles", {}).get("graphs_after_call", [None])[-1] == 1
+    ]
+    speedups = [r["helps"]["speedup"]["median"] for r in static if r.get("helps", {}).get("compiled")]
+    out["static"] = {
+        "one_graph": len(one_graph),
+        "of": len(static),
+        "speedup_lowest": min(speedups),
+        "speedup_highest": max(speedups),
+    }
+    loop = next(r for r in data["routes"] if r["shape"] == "mixtral" and r["route"] == "loop")
+    ex = loop["explain"]
+    lines = [f"torch._dynamo.explain(experts_loop): {ex['graphs']} graphs, {ex['graph_breaks']} graph break"]
+    for b in ex["breaks"]:
+        lines += [f"  break at: {b['line']}", f"  reason: {b['reason']}", f"  {b['explanation']}"]
+    error = _no_paths(loop["fullgraph"]["error"]).splitlines()
+    caused = [ln for ln in error if ln.startswith("Caused by")]
+    fullgraph = [f"{loop['fullgraph']['error_type']}: {error[0]}", *caused]
+    reason = _no_paths(loop["recompiles"]["reasons"][0]).splitlines()
+    out["text"] = {
+        "explain_loop": "\n".join(lines),
+        "fullgraph_loop": "\n".join(fullgraph),
+        "same_error_with_capture_scalar_outputs": "identical"
+        if loop["fullgraph_capture_scalar_outputs"]["error"] == loop["fullgraph"]["error"]
+        else "not identical",
+        "recompile_loop": "\n".join(re.sub(r"\s{3,}#", "  #", ln) for ln in reason[:3]),  # not the user stack
+    }
+    return out
+
+
+def _ratio(theirs: dict, ours: dict) -> dict:
+    """A race's ratio, theirs / ours round by round (coursekit/scoreboard.py's rule for paired races)."""
+    return summarize([t / o for t, o in zip(theirs["rounds"], ours["rounds"])], "x")
+
+
+def _verdicts(rows: dict, bar: float) -> dict:
+    """How many races meet their bar (the median ratio at least the bar, as the Scoreboard decides),
+    which miss it (as text), and the lowest and highest median ratio."""
+    medians = {label: r["median"] for label, r in rows.items()}
+    missed = [label for label, m in medians.items() if m < bar]
+    return {
+        "met": len(rows) - len(missed),
+        "of": len(rows),
+        "missed": "; ".join(missed) if missed else "none",
+        "lowest": min(medians.values()),
+        "highest": max(medians.values()),
+    }
+
+
+def runs(results) -> dict:
+    """The numbers the host's speed moves, from both forced runs of the build (``RUNS``, read by
+    name): per run (``first``, ``second``) the bars (``_bars``); at the Qwen-like shape the loop's
+    TFLOP/s, its device time per expert with the counts known, the sync's price (loop minus loop
+    with the counts known, paired by round) and ``offsets.tolist()`` alone on the host clock, the
+    torch._grouped_mm route's time, its permute and
+    unpermute (timed alone) and their share of it (paired by round); and the router and the sort
+    at 4,096 tokens (m11/routing). ``both``: ranges over the two runs (medians): the Triton grouped
+    GEMM against torch._grouped_mm (the Scoreboard's four races), and the permute and unpermute's
+    share of the grouped route at either token count."""
+    out = {}
+    for run, hardware in RUNS.items():
+        routes = results("m11/routes", hardware=hardware)
+        entry = _bars(results("m11/grouped_gemm", hardware=hardware), routes)
+        for c in routes["cases"]:
+            if c["shape"] != "qwen3":
+                continue
+            grouped = c["routes"]["grouped_torch"]["time_us"]
+            permute, unpermute = c["parts"]["permute"], c["parts"]["unpermute"]
+            entry[f"qwen3_{c['tokens']}"] = {
+                "loop_TFLOPs": c["routes"]["loop"]["TFLOPs"],
+                "loop_us_per_expert": _times(
+                    c["parts"]["loop_counts_known"], 1 / routes["shapes"]["qwen3"]["experts"], "us"
+                ),
+                "sync_us": c["sync"]["loop_minus_counts_known_us"],
+                "tolist_host_us": c["sync"]["tolist_host_us"],
+                "grouped_us": grouped,
+                "permute_us": permute,
+                "unpermute_us": unpermute,
+                "permute_unpermute_share": summarize(
+                    [(a + b) / g for a, b, g in zip(permute["rounds"], unpermute["rounds"], grouped["rounds"])],
+                    "fraction",
+                ),
+            }
+        timings = results("m11/routing", hardware=hardware)["timings"]
+        timing = next(t for t in timings if t["shape"] == "qwen3" and t["tokens"] == 4096)
+        entry["router_4096"] = {"router_us": timing["router_us"], "sort_us": timing["sort_us"]}
+        out[run] = entry
+    triton = [r["ratio"]["median"] for e in out.values() for r in e["triton"].values()]
+    shares = [e[k]["permute_unpermute_share"]["median"] for e in out.values() for k in e if k.startswith("qwen3_")]
+    out["both"] = {
+        "triton_lowest": min(triton),
+        "triton_highest": max(triton),
+        "share_lowest": min(shares),
+        "share_highest": max(shares),
+    }
+    return out
+
+
+def _bars(gg: dict, routes: dict) -> dict:
+    """The races of m11/grouped_gemm (the Triton grouped GEMM's two GEMMs against torch._grouped_mm's,
+    random router) and of m11/routes (each grouped route against the loop, whole layer, Qwen-like
+    shape), recomputed from the summaries they race, with their verdicts."""
+    out = {"triton": {}, "layer": {}}
+    triton_rows, layer_rows = {}, {}
+    for p in gg["points"]:
+        if p["router"] == "random":
+            ratio = _ratio(p["layer_us"]["torch"], p["layer_us"]["triton"])
+            triton_rows[f"{SHAPE_SHORT[p['shape']]}, {p['tokens']:,} tokens"] = ratio
+            out["triton"][_key(p["shape"], p["tokens"])] = {"ratio": ratio}
+    for c in routes["cases"]:
+        if c["shape"] == "qwen3":
+            for route, way in (("grouped_torch", "torch"), ("triton_grouped", "triton")):
+                ratio = _ratio(c["routes"]["loop"]["time_us"], c["routes"][route]["time_us"])
+                layer_rows[f"{WAY_LABELS[route]} at {c['tokens']:,} tokens"] = ratio
+                out["layer"][f"{way}_{c['tokens']}"] = {"ratio": ratio}
+    triton_bar, layer_bar = gg["races"][0]["bar"], routes["races"][0]["bar"]
+    for group, bar in (("triton", triton_bar), ("layer", layer_bar)):
+        for entry in out[group].values():
+            entry["verdict"] = "meets" if entry["ratio"]["median"] >= bar else "misses"
+    out["triton_summary"] = _verdicts(triton_rows, triton_bar)
+    out["layer_summary"] = _verdicts(layer_rows, layer_bar)
+    return out
+
+
+def ep_facts(results) -> dict:
+    """Expert parallelism: per world (``world_<n>``) the expert weights each GPU holds (MB, bf16), the
+    synchronizing CUDA calls in one step as the debug mode reported them (its one-time notice not
+    counted); for worlds above 1 the host sync's median on its fastest and slowest rank; the world-2
+    layer over the world-1 layer (timed apart: worst-case spread); and the share of a rank's rows that stay on it."""
+    data = results("m11/expert_parallel")
+    h, f = data["hidden"], data["ffn"]
+    out = {}
+    for p in data["points"]:
+        notice = any(SYNC_MARK not in m for m in p["sync_messages"])
+        out[f"world_{p['world']}"] = {
+            "expert_weights_MB": p["experts_per_rank"] * 3 * h * f * BF16_BYTES / 1e6,
+            "sync_calls": (p["sync_calls_per_step"] or 0) - int(notice),
+            "rows_kept_share": sum(r["rows_to"][r["rank"]] for r in p["ranks"])
+            / sum(sum(r["rows_to"]) for r in p["ranks"]),
+        }
+        if p["world"] > 1:  # each rank's median host sync: the first rank back waits in the next collective
+            syncs = [r["time_us"]["host_sync"]["median"] for r in p["ranks"]]
+            out[f"world_{p['world']}"] |= {
+                "host_sync_fastest_rank_us": min(syncs),
+                "host_sync_slowest_rank_us": max(syncs),
+            }
+    one = next(p for p in data["points"] if p["world"] == 1)
+    for p in data["points"]:
+        if p["world"] > 1:
+            out[f"world_{p['world']}"]["layer_over_world_1"] = ratio_spread(
+                p["slowest_us"]["layer"], one["slowest_us"]["layer"], "x"
+            )
+    return out
+
+
+# ---------------------------------------------------------------- figures
+
+
+def load(results) -> go.Figure:
+    """Assignments per expert, busiest first, over the mean, at 4,096 tokens: the random router and
+    the skewed ones, for both shapes. The dashed line is a capacity factor of 1.25: the part of each
+    bar above it is dropped at that capacity."""
+    data = results("m11/routing")
+    tokens = 4096
+    fig = make_subplots(rows=1, cols=2, subplot_titles=[SHAPE_LABELS[s] for s in SHAPES], horizontal_spacing=0.08)
+    for col, shape in enumerate(SHAPES, 1):
+        for alpha in data["alphas"]:
+            p = _routing_point(data, shape, tokens, alpha)
+            loads = sorted((c / p["mean_per_expert"] for c in p["tokens_per_expert"]), reverse=True)
+            fig.add_trace(
+                go.Scatter(
+                    x=list(range(1, len(loads) + 1)),
+                    y=loads,
+                    mode="lines+markers" if len(loads) <= 16 else "lines",
+                    name=_alpha_label(alpha),
+                    legendgroup=str(alpha),
+                    showlegend=col == 1,
+                    line={"color": ALPHA_COLORS[alpha]},
+                    hovertemplate="expert %{x} by load: %{y:.2f} times the mean<extra>"
+                    + _alpha_label(alpha)
+                    + "</extra>",
+                ),
+                row=1,
+                col=col,
+            )
+        fig.add_hline(y=1.25, line_dash="dash", line_color="black", opacity=0.5, row=1, col=col)
+    fig.add_annotation(
+        x=1.0,
+        xref="x2 domain",
+        y=1.25,
+        yref="y2",
+        text="capacity factor 1.25",
+        showarrow=False,
+        xanchor="right",
+        yanchor="bottom",
+    )
+    fig.update_xaxes(title_text="experts, busiest first", row=1, col=1)
+    fig.update_xaxes(title_text="experts, busiest first", row=1, col=2)
+    fig.update_yaxes(type="log", title_text="assignments over the mean (log scale)", row=1, col=1)
+    fig.update_yaxes(type="log", row=1, col=2)
+    fig.update_layout(
+        height=430,
+        margin={"l": 70, "r": 20, "t": 50, "b": 60},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.2},
+    )
+    return fig
+
+
+def drops(results) -> go.Figure:
+    """The share of (token, expert) assignments a fixed capacity drops, against the capacity factor,
+    at 4,096 tokens, per router; the hover adds the share of the padded batch that is padding."""
+    data = results("m11/routing")
+    tokens = 4096
+    fig = make_subplots(rows=1, cols=2, subplot_titles=[SHAPE_LABELS[s] for s in SHAPES], horizontal_spacing=0.08)
+    for col, shape in enumerate(SHAPES, 1):
+        for alpha in data["alphas"]:
+            p = _routing_point(data, shape, tokens, alpha)
+            caps = p["capacity"]
+            fig.add_trace(
+                go.Scatter(
+                    x=[c["capacity_factor"] for c in caps],
+                    y=[c["dropped_fraction"] for c in caps],
+                    mode="lines+markers",
+                    name=_alpha_label(alpha),
+                    legendgroup=str(alpha),
+                    showlegend=col == 1,
+                    line={"color": ALPHA_COLORS[alpha]},
+                    customdata=[[c["padding_fraction"], c["tokens_losing_one_or_more"], c["capacity"]] for c in caps],
+                    hovertemplate="capacity factor %{x}: %{customdata[2]:,} rows per expert<br>"
+                    "assignments dropped %{y:.1%}; tokens losing an expert %{customdata[1]:,}<br>"
+                    "padding in the padded batch %{customdata[0]:.1%}<extra>" + _alpha_label(alpha) + "</extra>",
+                ),
+                row=1,
+                col=col,
+            )
+        fig.update_xaxes(title_text="capacity factor", row=1, col=col)
+    fig.update_yaxes(tickformat=".0%", rangemode="tozero", title_text="assignments dropped", row=1, col=1)
+    fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=1, col=2)
+    fig.update_layout(
+        height=430,
+        margin={"l": 70, "r": 20, "t": 50, "b": 60},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.22},
+    )
+    return fig
+
+
+def routes(results) -> go.Figure:
+    """TFLOP/s of useful FLOPs (6 T k h f) for each route and for the dense yardstick, per shape and
+    token count; the dashed line is the machine's bf16 GEMM rate (methodology/ceilings)."""
+    data = results("m11/routes")
+    peak, _ = _ceilings(results)
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=[SHAPE_LABELS[s] for s in SHAPES], horizontal_spacing=0.06, shared_yaxes=True
+    )
+    tokens = sorted({c["tokens"] for c in data["cases"]})
+    for col, shape in enumerate(SHAPES, 1):
+        for r in ROUTES:
+            cases = [_case(data, shape, t) for t in tokens]
+            s = [c["routes"][r]["TFLOPs"] for c in cases]
+            mids = [x["median"] for x in s]
+            fig.add_trace(
+                go.Bar(
+                    x=[f"{t:,} tokens" for t in tokens],
+                    y=mids,
+                    name=ROUTE_LABELS[r],
+                    legendgroup=r,
+                    showlegend=col == 1,
+                    marker_color=COLORS[r],
+                    error_y=error_bars([x["p10"] for x in s], mids, [x["p90"] for x in s]),
+                    customdata=[[c["routes"][r]["time_us"]["median"] / 1e3] for c in cases],
+                    hovertemplate="%{x}: %{y:.0f} TFLOP/s, %{customdata[0]:.2f} ms per layer call<extra>"
+                    + ROUTE_LABELS[r]
+                    + "</extra>",
+                ),
+                row=1,
+                col=col,
+            )
+        fig.add_hline(y=peak, line_dash="dash", line_color="black", opacity=0.5, row=1, col=col)
+    fig.add_annotation(
+        x=0.0,
+        xref="x domain",
+        y=peak,
+        yref="y",
+        text="bf16 GEMM ceiling",
+        showarrow=False,
+        xanchor="left",
+        yanchor="bottom",
+    )
+    fig.update_yaxes(title_text="useful TFLOP/s", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(rangemode="tozero", row=1, col=2)
+    fig.update_layout(
+        barmode="group",
+        height=480,
+        margin={"l": 70, "r": 20, "t": 50, "b": 60},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.12, "title": {"text": WHISKERS, "side": "top"}},
+        bargap=0.2,
+    )
+    return fig
+
+
+def race(results) -> go.Figure:
+    """The Triton grouped GEMM's speed relative to torch._grouped_mm (torch's time over Triton's,
+    round by round): each GEMM and both together (the Scoreboard's race), for every point measured;
+    the dashed line is the bar."""
+    data = results("m11/grouped_gemm")
+    points = data["points"]
+    labels = [
+        f"{SHAPE_SHORT[p['shape']]}, {p['tokens']:,}" + ("" if p["router"] == "random" else ", skewed") for p in points
+    ]
+    fig = go.Figure()
+    series = (
+        ("w13", "x @ w13 (gate and up projections)", "#1f5fbf", lambda p: _gemm(p, "w13")["triton_vs_torch"]),
+        ("w2", "a @ w2 (down projection)", "#2e8b57", lambda p: _gemm(p, "w2")["triton_vs_torch"]),
+        ("both", "both GEMMs of the layer (the race)", "#e07b00", lambda p: p["layer_triton_vs_torch"]),
+    )
+    for _key, name, color, pick in series:
+        s = [pick(p) for p in points]
+        mids = [x["median"] for x in s]
+        fig.add_trace(
+            go.Bar(
+                x=labels,
+                y=mids,
+                name=name,
+                marker_color=color,
+                error_y=error_bars([x["p10"] for x in s], mids, [x["p90"] for x in s]),
+                hovertemplate="%{x} tokens: Triton at %{y:.3f} of torch._grouped_mm's speed<extra>" + name + "</extra>",
+            )
+        )
+    bar = data["races"][0]["bar"]
+    fig.add_trace(
+        go.Scatter(
+            x=labels,
+            y=[bar] * len(labels),
+            mode="lines",
+            name=f"the bar: {bar:g} of torch._grouped_mm's speed",
+            line={"color": "black", "dash": "dash"},
+            hoverinfo="skip",
+        )
+    )
+    fig.add_hline(y=1.0, line_color="black", opacity=0.3)
+    fig.update_yaxes(range=[0.75, 1.1], title_text="Triton's speed over torch._grouped_mm's")
+    fig.update_xaxes(tickangle=-30)
+    fig.update_layout(
+        barmode="group",
+        height=480,
+        margin={"l": 70, "r": 20, "t": 20, "b": 60},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.3, "title": {"text": WHISKERS, "side": "top"}},
+        bargap=0.25,
+    )
+    return fig
+
+
+def ep_phases(results) -> go.Figure:
+    """One MoE layer step on one GPU and over two, phase by phase: the median over steps of the
+    slowest rank's time per phase, stacked. The slowest rank of one phase need not be the slowest of
+    the next, and a median of sums is not a sum of medians, so on two GPUs the stack overshoots the
+    layer's own time per step (the diamond: each step's slowest rank, whole layer)."""
+    data = results("m11/expert_parallel")
+    fig = go.Figure()
+    worlds = [p["world"] for p in data["points"]]
+    labels = [
+        f"{w} GPUs, {data['experts'] // w} experts each" if w > 1 else f"1 GPU, all {data['experts']} experts"
+        for w in worlds
+    ]
+    for phase in EP_PHASES:
+        vals = [p["slowest_us"][phase]["median"] if phase in p["slowest_us"] else 0.0 for p in data["points"]]
+        fig.add_trace(
+            go.Bar(
+                y=labels,
+                x=vals,
+                orientation="h",
+                name=phase.replace("_", " "),
+                marker_color=EP_COLORS[phase],
+                hovertemplate="%{y}: " + phase.replace("_", " ") + " %{x:,.0f} µs<extra></extra>",
+            )
+        )
+    layer = [p["slowest_us"]["layer"] for p in data["points"]]
+    mids = [x["median"] for x in layer]
+    fig.add_trace(
+        go.Scatter(
+            y=labels,
+            x=mids,
+            mode="markers",
+            name="the layer (median of the per-step sum; whiskers: 10th to 90th percentile)",
+            marker={"symbol": "diamond", "size": 12, "color": "black"},
+            error_x=error_bars([x["p10"] for x in layer], mids, [x["p90"] for x in layer]),
+            hovertemplate="%{y}: layer %{x:,.0f} µs per step<extra></extra>",
+        )
+    )
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_xaxes(title_text="device time per step, slowest rank (µs)", rangemode="tozero")
+    fig.update_layout(
+        barmode="stack",
+        height=480,
+        margin={"l": 10, "r": 20, "t": 20, "b": 60},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.22, "traceorder": "normal"},
+    )
+    return fig
