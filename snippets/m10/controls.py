@@ -240,7 +240,7 @@ def measure(small: bool = False) -> dict:
     # A CPU run lowers the limit to 3 (its compiles are slow; the mechanism is the same); a GPU run keeps the default.
     with torch._dynamo.config.patch(recompile_limit=3 if small else config["recompile_limit"]):
         limit = torch._dynamo.config.recompile_limit
-        positions = list(range(2, limit + 4))  # from 2: 0 and 1 are always specialised, whatever the config
+        positions = list(range(2, limit + 4))  # from 2: keeps 0 and 1, which tensor sizes specialise, out of the count
         limit_facts, past = past_the_limit(x, backend, positions)
         with captured(WARNINGS_LOG):  # before any other reset: past's graphs live on rotate's code object
             timed = host_us_each(
