@@ -228,8 +228,9 @@ def topk_level_kernel(
     chunk = tl.program_id(0)
     row = tl.program_id(1).to(tl.int64)
     # The chunk as [GROUPS, ROWS], element (g, r) at r * GROUPS + g: the loads and the scatter stores
-    # below get one layout (consecutive lanes on consecutive addresses, one element each), so the
-    # chunk never goes through shared memory between them; each thread holds whole groups.
+    # below get one layout (consecutive lanes on consecutive addresses, one element each). With 4 warps
+    # under Triton 3.6 each thread then holds whole groups and the chunk skips shared memory; with 16
+    # warps a group spans four warps and its maximum goes through shared memory.
     pos = chunk * (ROWS * GROUPS) + tl.arange(0, GROUPS)[:, None] + tl.arange(0, ROWS)[None, :] * GROUPS
     src_row = src_ptr + row * src_row_stride
     x, valid, idx = load_elements(src_row, pos, n, FIRST, EVEN)
