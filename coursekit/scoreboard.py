@@ -21,10 +21,11 @@ Nothing here imports torch.
 
 from __future__ import annotations
 
+import operator
 from pathlib import Path
 
 from coursekit import results as store
-from coursekit.stats import summarize
+from coursekit import stats
 
 RACE_FIELDS = ("name", "peer", "ours", "theirs", "bar", "chapter")
 
@@ -56,7 +57,7 @@ def rows(hardware: str = store.REFERENCE_HARDWARE, results_dir: Path = store.RES
             ours, theirs = race["ours"], race["theirs"]
             paired = len(ours.get("rounds", [])) == len(theirs.get("rounds", [])) > 0
             if paired:
-                per_round = summarize([t / o for t, o in zip(theirs["rounds"], ours["rounds"])], "x")
+                per_round = stats.paired(theirs, ours, operator.truediv, "x")
                 ratio, ratio_p10 = per_round["median"], per_round["p10"]
             else:  # ours at its slow end, theirs at its fast end
                 ratio, ratio_p10 = theirs["median"] / ours["median"], theirs["p10"] / ours["p90"]

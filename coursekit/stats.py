@@ -7,6 +7,7 @@ the snippets summarised them when they measured. ``coursekit/bench.py`` re-expor
 
 from __future__ import annotations
 
+import operator
 import statistics
 
 
@@ -64,6 +65,18 @@ def error_bars(lows, mids, highs):
         "array": [h - m for m, h in zip(mids, highs)],
         "arrayminus": [m - lo for lo, m in zip(lows, mids)],
     }
+
+
+def paired(a: dict, b: dict, op=operator.sub, unit: str | None = None) -> dict:
+    """op(a_i, b_i) round by round, for two summaries timed in the same interleaved rounds (both keep
+    ``rounds`` of one length, as coursekit.bench's ``*_each`` helpers store them): the spread of the
+    per-round values, narrower than ratio_spread's worst case and the one claims are decided on.
+    ``unit`` defaults to a's (right for a difference); the clock is kept where both share one."""
+    ra, rb = a.get("rounds"), b.get("rounds")
+    if not ra or not rb or len(ra) != len(rb):
+        raise ValueError("the two summaries were not timed in the same rounds (no `rounds` of one length)")
+    clock = a.get("clock") if a.get("clock") == b.get("clock") else None
+    return summarize([op(x, y) for x, y in zip(ra, rb)], a["unit"] if unit is None else unit, clock)
 
 
 def ratio_spread(a: dict, b: dict, unit: str = "") -> dict:

@@ -108,3 +108,20 @@ def test_the_scoreboard_page_shows_every_race_and_marks_the_misses(built_site):
         assert f"{row['key']}.py" in cells and "downloads/data/nvidia-h200/" in cells
     missed = sum(not r["meets"] for r in rows)
     assert f"{len(rows) - missed} meet their bar, {missed} miss it" in page
+
+
+def test_paired_summaries_are_taken_round_by_round_and_refuse_unpaired_ones():
+    """coursekit.stats.paired: the one per-round helper the figures modules and the Scoreboard share."""
+    from coursekit import stats
+
+    a = stats.summarize([10.0, 20.0, 30.0], "us", "device", rounds=True)
+    b = stats.summarize([5.0, 10.0, 15.0], "us", "device", rounds=True)
+    diff = stats.paired(a, b)
+    assert diff["median"] == 10.0 and diff["min"] == 5.0 and diff["unit"] == "us" and diff["clock"] == "device"
+    ratio = stats.paired(a, b, lambda x, y: x / y, "x")
+    assert ratio["min"] == ratio["max"] == 2.0 and ratio["unit"] == "x"  # paired: no spread, unlike ratio_spread
+    assert stats.ratio_spread(a, b)["p10"] < 2.0 < stats.ratio_spread(a, b)["p90"]
+    with pytest.raises(ValueError, match="same rounds"):
+        stats.paired(a, stats.summarize([1.0, 2.0], "us", rounds=True))
+    with pytest.raises(ValueError, match="same rounds"):
+        stats.paired(a, stats.summarize([1.0, 2.0, 3.0], "us"))

@@ -6,14 +6,14 @@ runs), "m08/fragmentation" (an out-of-memory error with memory free, and the sam
 expandable segments), "m08/timeline" (a training run's allocator history) and "m08/record_stream"
 (a block reused across streams). Each computed-value function reads only the results it needs, so a
 number's provenance names only those. Differences of two variants timed in the same interleaved
-rounds are taken round by round (``_paired``); nothing here imports torch.
+rounds are taken round by round (``coursekit.stats.paired``); nothing here imports torch.
 """
 
 import math
 
 import plotly.graph_objects as go
 
-from coursekit.stats import error_bars, summarize
+from coursekit.stats import error_bars, paired
 
 MiB, GiB = 2**20, 2**30
 SYNC_CASES = {  # short key: the case's name in m08/free_sync (the names hold commas, which selectors cannot)
@@ -28,14 +28,6 @@ SYNC_LABELS = {  # on two lines each, so that the bars keep the figure's width
 }
 WHISKERS = "whiskers: 10th to 90th percentile"
 COLORS = {"uncached": "#e07b00", "cached": "#1f5fbf", "floor": "grey", "steady": "#2e8b57"}
-
-
-def _paired(a: dict, b: dict, op=lambda x, y: x - y, unit: str = "us") -> dict:
-    """op(a, b) round by round, for two summaries timed in the same interleaved rounds."""
-    ra, rb = a["rounds"], b["rounds"]
-    if len(ra) != len(rb):
-        raise ValueError("the two summaries were not timed in the same rounds")
-    return summarize([op(x, y) for x, y in zip(ra, rb)], unit, "host")
 
 
 def _size_key(nbytes: int) -> str:
@@ -67,9 +59,9 @@ def _by_size(data: dict) -> dict:
         h = p["host_us"]
         by[_size_key(p["size_bytes"])] = {
             "label": _size_label(p["size_bytes"]),
-            "cudamalloc_extra_us": _paired(h["uncached"], h["cached"]),
-            "uncached_over_cached": _paired(h["uncached"], h["cached"], lambda x, y: x / y, ""),
-            "steady_us": _paired(p["alloc_free_us"], data["no_allocation_us"]),
+            "cudamalloc_extra_us": paired(h["uncached"], h["cached"]),
+            "uncached_over_cached": paired(h["uncached"], h["cached"], lambda x, y: x / y, ""),
+            "steady_us": paired(p["alloc_free_us"], data["no_allocation_us"]),
             "reserved_MiB": p["per_call"]["uncached"]["reserved_bytes"] / MiB,
             "allocated_MiB": p["per_call"]["uncached"]["allocated_bytes"] / MiB,
         }
@@ -223,7 +215,7 @@ def sync(results) -> dict:
             }
             for stream, c in (("idle", idle), ("busy", busy))
         }
-        out[key]["behind_busy_us"] = _paired(busy["returned_us"], idle["returned_us"])
+        out[key]["behind_busy_us"] = paired(busy["returned_us"], idle["returned_us"])
     idle_free = out["empty_segment"]["idle"]["returned_us"]["median"]
     out["sum_launch_sleep_free_us"] = data["sleep_launch_us"]["median"] + data["sleep_device_us"]["median"] + idle_free
     out["sleep_device_us"] = data["sleep_device_us"]
@@ -440,8 +432,8 @@ def timeline_facts(results) -> dict:
     # the recording's cost in every process: which processes' spreads stay clear of zero
     history_every, stacks_every = [], []
     for d in _every_process(results, "m08/timeline"):
-        history_every.append(_paired(d["step_us"]["history"], d["step_us"]["off"]))
-        stacks_every.append(_paired(d["step_us"]["history_python_stacks"], d["step_us"]["off"]))
+        history_every.append(paired(d["step_us"]["history"], d["step_us"]["off"]))
+        stacks_every.append(paired(d["step_us"]["history_python_stacks"], d["step_us"]["off"]))
     return {
         "workspace_MiB": workspace / MiB,
         "workspace_allocs": allocs,
@@ -456,8 +448,8 @@ def timeline_facts(results) -> dict:
         "step2_segments": sum(p["segment_allocs"] for n, p in phases.items() if n.startswith("step 2")),
         "peak_allocated_MiB": max(p["peak_allocated_bytes"] for p in data["phases"]) / MiB,
         "peak_reserved_MiB": max(p["reserved_bytes_end"] for p in data["phases"]) / MiB,
-        "history_cost_us": _paired(step["history"], step["off"]),
-        "stacks_cost_us": _paired(step["history_python_stacks"], step["off"]),
+        "history_cost_us": paired(step["history"], step["off"]),
+        "stacks_cost_us": paired(step["history_python_stacks"], step["off"]),
         "processes": len(history_every),
         "history_p10_below_zero_processes": sum(x["p10"] < 0 for x in history_every),
         "stacks_median_above_zero_processes": sum(x["median"] > 0 for x in stacks_every),
@@ -544,7 +536,7 @@ def streams(results) -> dict:
     out["record_stream_extra_MiB"] = (fixes["record_stream"]["reserved_bytes"] - fixes["none"]["reserved_bytes"]) / MiB
     out["tensor_MiB"] = data["tensor_bytes"] / MiB
     for name in ("record_stream", "wait_stream"):
-        out[name]["host_cost_us"] = _paired(fixes[name]["run_us"], fixes["none"]["run_us"])
+        out[name]["host_cost_us"] = paired(fixes[name]["run_us"], fixes["none"]["run_us"])
     return out
 
 

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 # torch-free: figures run at site-build time without torch
-from coursekit.stats import error_bars, ratio_spread, summarize
+from coursekit.stats import error_bars, paired, ratio_spread
 
 SIZE_LABELS = {"tiny": "tiny: 256 floats", "few_us": "larger: 4 Mi floats"}
 VARIANT_LABELS = {
@@ -46,11 +46,6 @@ def _point(data: dict, size: str, kernels: int) -> dict:
 
 def _decode_point(data: dict, batch: int) -> dict:
     return next(p for p in data["points"] if p["batch"] == batch)
-
-
-def _paired(a: dict, b: dict, fn, unit: str) -> dict:
-    """fn(a_i, b_i) round by round, for two summaries timed in the same interleaved rounds."""
-    return summarize([fn(x, y) for x, y in zip(a["rounds"], b["rounds"])], unit)
 
 
 def _scaled(s: dict, factor: float, unit: str) -> dict:
@@ -115,7 +110,7 @@ def derived(results) -> dict:
         for n in chain["lengths"]:
             p = _point(chain, size, n)
             eager, graph = p["wall_us_per_kernel"]["eager"], p["wall_us_per_kernel"]["graph"]
-            saved = _paired(eager, graph, lambda e, g, n=n: (e - g) * n, "us")
+            saved = paired(eager, graph, lambda e, g, n=n: (e - g) * n, "us")
             setup = _sum(p["capture_us"], p["instantiate_us"])
             out["chain"][size][str(n)] = {
                 "eager_us": eager,
@@ -137,8 +132,8 @@ def derived(results) -> dict:
     con = results("m09/constraints")
     t = con["host_us"]
     out["fix"] = {
-        "copy_cost_us": _paired(t["copy_then_replay"], t["replay"], lambda a, b: a - b, "us"),
-        "eager_over_fixed": _paired(t["eager"], t["copy_then_replay"], lambda a, b: a / b, "x"),
+        "copy_cost_us": paired(t["copy_then_replay"], t["replay"], lambda a, b: a - b, "us"),
+        "eager_over_fixed": paired(t["eager"], t["copy_then_replay"], lambda a, b: a / b, "x"),
     }
     out["stale"] = {
         "rebinding_correct": int(con["stale_input"]["after_rebinding"] == con["stale_input"]["expected"]),
@@ -184,10 +179,10 @@ def derived(results) -> dict:
         }
         for name, step in p["step_us"].items():
             entry[f"{name}_over_floor"] = ratio_spread(step, floor)
-        entry["compiled_minus_graph_us"] = _paired(
+        entry["compiled_minus_graph_us"] = paired(
             p["step_us"]["compiled"], p["step_us"]["graph"], lambda a, b: a - b, "us"
         )
-        saved = _paired(p["step_us"]["eager"], p["step_us"]["graph"], lambda a, b: a - b, "us")
+        saved = paired(p["step_us"]["eager"], p["step_us"]["graph"], lambda a, b: a - b, "us")
         entry["graph_saved_per_step_us"] = saved
         # the hand capture (its warm-ups included) over what one replayed step saves against eager
         entry["capture_break_even_steps"] = ratio_spread(_scaled(p["capture_s"], 1e6, "us"), saved)
@@ -224,9 +219,7 @@ def _run_summaries(results, hardware: str) -> dict:
                 "graph_us": [p["wall_us_per_kernel"]["graph"] for p in points],
                 "replay_issue_us": [p["issue_us"]["graph"] for p in points],
                 "eager_minus_graph_us": [
-                    _paired(
-                        p["wall_us_per_kernel"]["eager"], p["wall_us_per_kernel"]["graph"], lambda a, b: a - b, "us"
-                    )
+                    paired(p["wall_us_per_kernel"]["eager"], p["wall_us_per_kernel"]["graph"], lambda a, b: a - b, "us")
                     for p in points
                 ],
             }
@@ -238,10 +231,10 @@ def _run_summaries(results, hardware: str) -> dict:
         entry["decode"][str(batch)] = {
             **{f"{k}_us": [p["step_us"][k] for p in points] for k in points[0]["step_us"]},
             "compiled_minus_graph_us": [
-                _paired(p["step_us"]["compiled"], p["step_us"]["graph"], lambda a, b: a - b, "us") for p in points
+                paired(p["step_us"]["compiled"], p["step_us"]["graph"], lambda a, b: a - b, "us") for p in points
             ],
             "graph_minus_compiled_us": [
-                _paired(p["step_us"]["graph"], p["step_us"]["compiled"], lambda a, b: a - b, "us") for p in points
+                paired(p["step_us"]["graph"], p["step_us"]["compiled"], lambda a, b: a - b, "us") for p in points
             ],
             "tokens_per_s_compiled": [p["tokens_per_s"]["compiled"] for p in points],
             "graph_speedup": [p["speedup_over_eager"]["graph"] for p in points],
@@ -251,7 +244,7 @@ def _run_summaries(results, hardware: str) -> dict:
         for i in range(1, results.processes("m09/constraints", hardware) + 1)
     ]
     entry["fix"]["copy_cost_us"] = [
-        _paired(c["host_us"]["copy_then_replay"], c["host_us"]["replay"], lambda a, b: a - b, "us") for c in t
+        paired(c["host_us"]["copy_then_replay"], c["host_us"]["replay"], lambda a, b: a - b, "us") for c in t
     ]
     return entry
 

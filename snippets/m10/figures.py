@@ -11,7 +11,7 @@ same build) for the bucketing workload's floor. ``results(key, process=i)`` give
 the same code; ``kernel_runs`` and the kernel figure set the two runs side by side where they
 disagree (the small row counts). Each computed-value function reads only the results it needs, so
 a number's provenance names only those. Differences of variants timed in the same interleaved
-rounds are taken round by round (``_paired``). Nothing here imports torch.
+rounds are taken round by round (``coursekit.stats.paired``). Nothing here imports torch.
 """
 
 import re
@@ -19,7 +19,7 @@ import re
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from coursekit.stats import error_bars, summarize
+from coursekit.stats import error_bars, paired, summarize
 
 ORDER_LABELS = {
     "ascending": "ascending from 1: 1, 2, 4, … 256",
@@ -65,14 +65,6 @@ RUN_LABELS = {"first": "reference run", "second": "second run"}
 def _every_process(results, key: str) -> list:
     """The stored data of ``key`` for each of its processes (1-based), process 1 first."""
     return [results(key, process=i) for i in range(1, results.processes(key) + 1)]
-
-
-def _paired(a: dict, b: dict, op=lambda x, y: x - y, unit: str = "us", clock: str = "host") -> dict:
-    """op(a, b) round by round, for two summaries timed in the same interleaved rounds."""
-    ra, rb = a["rounds"], b["rounds"]
-    if len(ra) != len(rb):
-        raise ValueError("the two summaries were not timed in the same rounds")
-    return summarize([op(x, y) for x, y in zip(ra, rb)], unit, clock)
 
 
 def _shifted(s: dict, by: float, unit: str = "") -> dict:
@@ -180,9 +172,9 @@ def control_facts(results) -> dict:
             "x_in_graph": "; ".join(x.split("]")[0] + "]" for x in row["x_in_graph"]),
         }
     t = data["host_us"]
-    out["past_minus_eager_us"] = _paired(t["past_the_limit"], t["eager"])
-    out["past_over_eager"] = _paired(t["past_the_limit"], t["eager"], lambda a, b: a / b, "x")
-    out["eager_over_compiled"] = _paired(t["eager"], t["compiled_position"], lambda a, b: a / b, "x")
+    out["past_minus_eager_us"] = paired(t["past_the_limit"], t["eager"])
+    out["past_over_eager"] = paired(t["past_the_limit"], t["eager"], lambda a, b: a / b, "x")
+    out["eager_over_compiled"] = paired(t["eager"], t["compiled_position"], lambda a, b: a / b, "x")
     out["duck"] = {key: x[0].split("]")[0] + "]" for key, x in data["duck_sizing"].items() if key.startswith("rows_")}
     lim = data["limit"]
     out["calls_past_limit"] = len(lim["positions"]) - lim["recompile_limit_in_effect"]
@@ -242,9 +234,9 @@ def unbacked_facts(results) -> dict:
     the one-graph variant minus eager."""
     t = results("m10/unbacked")["host_us"]
     return {
-        "two_minus_one_us": _paired(t["compiled_two_graphs"], t["compiled_one_graph"]),
-        "one_minus_eager_us": _paired(t["compiled_one_graph"], t["eager"]),
-        "two_minus_eager_us": _paired(t["compiled_two_graphs"], t["eager"]),
+        "two_minus_one_us": paired(t["compiled_two_graphs"], t["compiled_one_graph"]),
+        "one_minus_eager_us": paired(t["compiled_one_graph"], t["eager"]),
+        "two_minus_eager_us": paired(t["compiled_two_graphs"], t["eager"]),
     }
 
 

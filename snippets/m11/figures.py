@@ -8,7 +8,7 @@ sync), "m11/grouped_gemm" (the two grouped GEMMs three ways), "m11/compiled" (Dy
 on each route), "m11/expert_parallel" (one layer over 1 and 2 GPUs) and "methodology/ceilings"
 (the copy bandwidth and bf16 GEMM rate of the same machine). Each computed-value function reads only
 the results it needs, so a number's provenance names only those. Ratios of two variants timed in
-the same interleaved rounds are taken round by round (``_paired``); a ratio of two summaries timed
+the same interleaved rounds are taken round by round (``coursekit.stats.paired``); a ratio of two summaries timed
 apart takes the worst case of both spreads (``coursekit.stats.ratio_spread``). Nothing here
 imports torch.
 """
@@ -19,7 +19,7 @@ import re
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from coursekit.stats import error_bars, ratio_spread, summarize
+from coursekit.stats import error_bars, paired, ratio_spread, summarize
 
 SHAPES = ("mixtral", "qwen3")
 SHAPE_LABELS = {  # short: two subplot titles share the column's width
@@ -83,11 +83,6 @@ def _gemm_point(data: dict, shape: str, tokens: int, router: str = "random") -> 
 
 def _gemm(point: dict, name: str) -> dict:
     return next(g for g in point["gemms"] if g["gemm"] == name)
-
-
-def _paired(a: dict, b: dict, fn, unit: str) -> dict:
-    """fn(a_i, b_i) round by round, for two summaries timed in the same interleaved rounds."""
-    return summarize([fn(x, y) for x, y in zip(a["rounds"], b["rounds"])], unit)
 
 
 def _times(s: dict, factor: float, unit: str) -> dict:
@@ -211,8 +206,8 @@ def route_facts(results) -> dict:
         least = rows * hidden * BF16_BYTES + rows * (8 + BF16_BYTES) + tokens * hidden * BF16_BYTES
         floor_us = least / (copy * 1e9) * 1e6
         out[_key(c["shape"], tokens)] = {
-            "permute_share": _paired(permute, grouped, lambda a, b: a / b, "fraction"),
-            "unpermute_share": _paired(unpermute, grouped, lambda a, b: a / b, "fraction"),
+            "permute_share": paired(permute, grouped, lambda a, b: a / b, "fraction"),
+            "unpermute_share": paired(unpermute, grouped, lambda a, b: a / b, "fraction"),
             "permute_unpermute_share": summarize(
                 [(a + b) / g for a, b, g in zip(permute["rounds"], unpermute["rounds"], grouped["rounds"])], "fraction"
             ),
@@ -254,7 +249,7 @@ def compile_facts(results) -> dict:
         h = r.get("helps")
         entry = {}
         if h and h.get("compiled"):
-            entry["saved_us"] = _paired(h["eager_us"], h["compiled_us"], lambda e, c: e - c, "us")
+            entry["saved_us"] = paired(h["eager_us"], h["compiled_us"], lambda e, c: e - c, "us")
         rec = r.get("recompiles", {})
         if "graphs_after_call" in rec:
             entry["graphs_after_each"] = ", ".join(str(g) for g in rec["graphs_after_call"])
@@ -298,7 +293,7 @@ def compile_facts(results) -> dict:
 
 def _ratio(theirs: dict, ours: dict) -> dict:
     """A race's ratio, theirs / ours round by round (coursekit/scoreboard.py's rule for paired races)."""
-    return summarize([t / o for t, o in zip(theirs["rounds"], ours["rounds"])], "x")
+    return paired(theirs, ours, lambda t, o: t / o, "x")
 
 
 def _verdicts(rows: dict, bar: float) -> dict:

@@ -7,7 +7,7 @@ torch.topk and torch.sort, with a copy of the logits timed in the same rounds), 
 (the copy bandwidth of the same build). Each result was measured in one process; the build ran
 twice at the same code (``REFERENCE`` and ``RERUN``), and ``runs`` reads both by name for the
 host-side numbers that moved between them. Two variants timed in the same interleaved rounds are
-compared round by round (``_paired``); values timed apart get the worst case of both spreads
+compared round by round (``coursekit.stats.paired``); values timed apart get the worst case of both spreads
 (``coursekit.stats.ratio_spread``). Nothing here imports torch.
 """
 
@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 # torch-free: figures run at site-build time without torch
-from coursekit.stats import difference_spread, error_bars, ratio_spread, summarize
+from coursekit.stats import difference_spread, error_bars, paired, ratio_spread
 
 REFERENCE = "nvidia-h200"
 RERUN = "nvidia-h200-rerun"  # the second forced run of the same snippets at the same code
@@ -50,13 +50,6 @@ WHISKERS = "whiskers: 10th to 90th percentile"
 
 
 # ---------------------------------------------------------------- helpers
-
-
-def _paired(a: dict, b: dict, op, unit: str) -> dict:
-    """op(a_i, b_i) round by round, for two summaries timed in the same interleaved rounds."""
-    if len(a["rounds"]) != len(b["rounds"]):
-        raise ValueError("the two summaries were not timed in the same rounds")
-    return summarize([op(x, y) for x, y in zip(a["rounds"], b["rounds"])], unit, "device")
 
 
 def _scaled(s: dict, factor: float, unit: str) -> dict:
@@ -105,8 +98,8 @@ def _point_values(p: dict, copy_GBps: dict) -> dict:
         "floor_us": floor,
         "half_copy_us": _scaled(t["copy"], 0.5, "us"),
         "ours_over_floor": ratio_spread(t["ours"], floor, "x"),
-        "ours_over_half_copy": _paired(t["ours"], t["copy"], lambda o, c: o / (c / 2), "x"),
-        "topk_over_half_copy": _paired(t["torch_topk"], t["copy"], lambda o, c: o / (c / 2), "x"),
+        "ours_over_half_copy": paired(t["ours"], t["copy"], lambda o, c: o / (c / 2), "x"),
+        "topk_over_half_copy": paired(t["torch_topk"], t["copy"], lambda o, c: o / (c / 2), "x"),
         "ours_GBps": _over(p["logits_bytes"] / 1e3, t["ours"], "GB/s"),
         "ours_of_copy_peak": ratio_spread(_over(p["logits_bytes"] / 1e3, t["ours"], "GB/s"), copy_GBps),
         "ours_elements_per_us": _over(elements, t["ours"], "elements/us"),
@@ -143,9 +136,9 @@ def derived(results) -> dict:
         if forced:
             out["chunk"][str(p["batch"])] = {
                 chunk: {
-                    "minus_plan_us": _paired(t, p["time_us"]["ours"], lambda a, b: a - b, "us"),
-                    "saves_us": _paired(p["time_us"]["ours"], t, lambda a, b: a - b, "us"),
-                    "over_plan": _paired(t, p["time_us"]["ours"], lambda a, b: a / b, "x"),
+                    "minus_plan_us": paired(t, p["time_us"]["ours"], lambda a, b: a - b, "us"),
+                    "saves_us": paired(p["time_us"]["ours"], t, lambda a, b: a - b, "us"),
+                    "over_plan": paired(t, p["time_us"]["ours"], lambda a, b: a / b, "x"),
                 }
                 for chunk, t in forced.items()
             }
@@ -195,10 +188,10 @@ def derived(results) -> dict:
         t = p["time_us"]
         out["decode"][str(p["batch"])] = {
             "lm_head_GBps": _over(step["lm_head_weight_bytes"] / 1e3, t["lm_head"], "GB/s"),
-            "rest_of_sampling_torch_us": _paired(t["sampling_torch"], t["topk_torch"], lambda a, b: a - b, "us"),
-            "rest_of_sampling_ours_us": _paired(t["sampling_ours"], t["topk_ours"], lambda a, b: a - b, "us"),
-            "saved_per_step_us": _paired(t["step_torch"], t["step_ours"], lambda a, b: a - b, "us"),
-            "topk_saved_us": _paired(t["topk_torch"], t["topk_ours"], lambda a, b: a - b, "us"),
+            "rest_of_sampling_torch_us": paired(t["sampling_torch"], t["topk_torch"], lambda a, b: a - b, "us"),
+            "rest_of_sampling_ours_us": paired(t["sampling_ours"], t["topk_ours"], lambda a, b: a - b, "us"),
+            "saved_per_step_us": paired(t["step_torch"], t["step_ours"], lambda a, b: a - b, "us"),
+            "topk_saved_us": paired(t["topk_torch"], t["topk_ours"], lambda a, b: a - b, "us"),
         }
     out["decode"]["lm_head_weight_GiB"] = step["lm_head_weight_bytes"] / 2**30
     out["decode"]["same_logit_drawn"] = sum(p["same_logit_drawn"] for p in step["points"])
@@ -221,7 +214,7 @@ def runs(results) -> dict:
             out[run][f"{p['batch']}_{p['vocab']}_{p['k']}"] = {
                 "eager_us": t["eager"],
                 "graph_us": t["graph"],
-                "eager_over_graph": _paired(t["eager"], t["graph"], lambda a, b: a / b, "x"),
+                "eager_over_graph": paired(t["eager"], t["graph"], lambda a, b: a / b, "x"),
             }
     return out
 
@@ -320,7 +313,7 @@ def decode_shares(results) -> go.Figure:
             rows.append(f"batch {p['batch']} · {label}")
             parts["lm_head"].append(t["lm_head"])
             parts["topk"].append(t[f"topk_{side}"])
-            parts["rest"].append(_paired(t[f"sampling_{side}"], t[f"topk_{side}"], lambda a, b: a - b, "us"))
+            parts["rest"].append(paired(t[f"sampling_{side}"], t[f"topk_{side}"], lambda a, b: a - b, "us"))
             whole.append(t[f"step_{side}"])
     names = {
         "lm_head": ("LM head (bf16 weights)", "#7f7f7f"),
