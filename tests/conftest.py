@@ -41,23 +41,33 @@ def load_snippet(key: str):
 
 
 _child_tmp = None  # set for the session by children_tmpdir below
+_inductor_dir = None  # likewise: the test run's one Inductor cache
 
 
 @pytest.fixture(scope="session", autouse=True)
 def children_tmpdir(tmp_path_factory):
     """The processes the tests start (snippets, mkdocs, Chromium) write their temporary
     files (TMPDIR: torch's inductor cache, tempfile's) under pytest's tmp_path, not loose in /tmp."""
-    global _child_tmp
+    global _child_tmp, _inductor_dir
     _child_tmp = tmp_path_factory.mktemp("child-tmp")
+    base = tmp_path_factory.getbasetemp()
+    # under pytest-xdist each worker's basetemp (popen-gwN) sits in the run's own folder
+    _inductor_dir = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "inductor-cache"
     yield _child_tmp
-    _child_tmp = None
+    _child_tmp = _inductor_dir = None
 
 
 def child_env(**extra):
-    """os.environ for a child process, with TMPDIR in this session's children_tmpdir."""
+    """os.environ for a child process, with TMPDIR in this session's children_tmpdir, and one
+    Inductor cache for every child of the test run (under pytest-xdist, of every worker): a CPU
+    compile's one-time costs (Inductor probes the CPU's vector ISAs by compiling test programs,
+    ~8 s on a cold cache) are paid once per run, not once per worker. Snippets that time cold
+    compiles make their own empty cache (torch._inductor.utils.fresh_cache), as on the GPU."""
     env = dict(os.environ, **extra)
     if _child_tmp is not None:
         env["TMPDIR"] = str(_child_tmp)
+    if _inductor_dir is not None and "TORCHINDUCTOR_CACHE_DIR" not in extra:
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(_inductor_dir)
     return env
 
 

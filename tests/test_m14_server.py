@@ -1,0 +1,123 @@
+"""Module 14's server on the CPU, at TINY sizes: ours computes HF's logits; the engine generates exactly
+the plain loop's greedy tokens (continuous and static batching, padded to buckets, sequences over
+several blocks, admission waiting for blocks, the Triton kernel in its interpreter); the paged
+attention matches a dense reference; the decode step cut in pieces around attention gives the same
+tokens as the whole step; the workload is seeded."""
+
+import pytest
+import torch
+from conftest import load_snippet
+
+model_mod = load_snippet("m14/_model")
+workload = load_snippet("m14/_workload")
+server = load_snippet("m14/_server")
+attention = load_snippet("m14/attention")
+buckets = load_snippet("m14/buckets")
+
+TINY = model_mod.TINY
+
+
+@pytest.fixture(scope="module")
+def models():
+    hf = model_mod.hf_model(TINY, device="cpu", dtype=torch.float32)
+    return hf, model_mod.Llama.from_hf(hf)
+
+
+@pytest.fixture(scope="module")
+def reqs_and_refs(models):
+    reqs = workload.requests(6, 4, 12, 5, vocab=TINY["vocab_size"])
+    reqs[2]["max_new_tokens"] = 9  # different lengths: requests finish at different steps
+    return reqs, [model_mod.reference_greedy(models[1], r["prompt"], r["max_new_tokens"]) for r in reqs]
+
+
+def test_ours_computes_hf_logits_with_hf_tensors(models):
+    hf, ours = models
+    ids = torch.randint(0, TINY["vocab_size"], (2, 11), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        diff = (hf(ids).logits - ours(ids)).abs().max().item()
+    assert diff < 1e-5
+    assert ours.lm_head.weight.data_ptr() == hf.lm_head.weight.data_ptr()  # shared, not copied
+    assert model_mod.reference_greedy(hf, [5, 6, 7], 6) == model_mod.reference_greedy(ours, [5, 6, 7], 6)
+
+
+ENGINES = {
+    "continuous": dict(block_size=4),
+    "static": dict(block_size=4, continuous=False, max_batch=4),
+    "eager_unpadded": dict(block_size=4, cuda_graphs=False),
+    "waits_for_blocks": dict(block_size=4, num_blocks=9, max_batch=3),  # 8 usable blocks: about two at a time
+}
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_engine_generates_the_plain_loops_tokens(models, reqs_and_refs, name):
+    reqs, refs = reqs_and_refs
+    engine = server.Engine(models[1], attention="gather", max_model_len=64, **ENGINES[name])
+    out = engine.generate(reqs)
+    assert [o["id"] for o in out] == [r["id"] for r in reqs]
+    assert [o["tokens"] for o in out] == refs
+    for o in out:
+        assert o["token_s"][0] == o["first_token_s"] and o["token_s"] == sorted(o["token_s"])
+    s = engine.stats
+    assert s["steps"] == s["prefill_steps"] + s["decode_steps"]
+    assert len(engine.cache.free) == engine.cache.num_blocks - 1  # every block back; block 0 never handed out
+    if name == "waits_for_blocks":
+        assert s["waits_for_blocks"] > 0 and s["max_running"] < len(reqs)
+    if name == "continuous":
+        expected = {}
+        for n in s["decode_batches"]:  # 6 running -> bucket 8, 1 running -> bucket 1
+            b = next(x for x in engine.buckets if x >= n)
+            expected[b] = expected.get(b, 0) + b - n
+        assert s["padded_slots"] == expected and expected[8] > 0 and set(s["decode_batches"]) == {6, 1}
+    if name == "static":  # the second batch starts only after the first finished
+        assert s["prefill_steps"] == 2 and s["decode_batches"][:4] == [4, 4, 4, 4]
+
+
+def test_continuous_takes_fewer_steps_than_static(models, reqs_and_refs):
+    reqs = [dict(r, max_new_tokens=9 if r["id"] == 0 else 2) for r in reqs_and_refs[0]]
+    steps = {}
+    for continuous in (True, False):
+        engine = server.Engine(models[1], attention="gather", max_model_len=64, max_batch=2, continuous=continuous)
+        engine.generate(reqs)
+        steps[continuous] = engine.stats["decode_steps"]
+    assert steps == {True: 8, False: 10}  # static: (9, 2) 8 steps, then (2, 2) twice, 1 step each
+
+
+def test_engine_with_the_triton_kernel(models, reqs_and_refs):
+    reqs, refs = reqs_and_refs
+    engine = server.Engine(models[1], attention="triton", max_model_len=64, block_size=4)
+    assert [o["tokens"] for o in engine.generate(reqs[:3])] == refs[:3]
+
+
+def test_online_serving_waits_for_arrivals(models, reqs_and_refs):
+    reqs, refs = reqs_and_refs
+    arrivals = [0.0, 0.0, 0.2, 0.2, 0.4, 0.4]
+    out = server.Engine(models[1], attention="gather", max_model_len=64).serve(reqs, arrivals)
+    assert [o["tokens"] for o in out] == refs
+    assert all(o["first_token_s"] >= a for o, a in zip(out, arrivals))
+
+
+@pytest.mark.parametrize("kernel", ["paged_attention", "gathered_sdpa"])
+def test_paged_attention_matches_dense(kernel):
+    torch.manual_seed(0)
+    p = attention.CPU
+    q, cache, table, lens = attention.scattered_batch([1, 5, 17, 40], p, torch.float32, "cpu")
+    ref = attention.dense_reference(q, cache, table, lens)
+    out = getattr(attention, kernel)(q, cache.k[0], cache.v[0], table, lens)
+    assert (out - ref).abs().max().item() < 1e-5
+
+
+def test_buckets_pieces_compose_and_padding_counts():
+    data = buckets.measure(small=True)
+    assert data["modes"] and all(all(m["same_tokens_as_eager"].values()) for m in data["modes"])
+    assert buckets.padding([3, 5, 8], (1, 2, 4, 8)) == {"real_slots": 16, "padded_slots": 4, "waste": 0.25}
+    assert buckets.padding([3, 5, 8], buckets.VLLM_SIZES)["padded_slots"] == 1 + 3 + 0
+
+
+def test_workload_is_seeded_and_in_range():
+    a, b = workload.requests(), workload.requests()
+    assert a == b and len(a) == 256
+    lengths = [len(r["prompt"]) for r in a]
+    assert min(lengths) >= 64 and max(lengths) <= 512 and max(lengths) - min(lengths) > 300
+    assert all(r["max_new_tokens"] == 128 for r in a)
+    t = workload.poisson_arrivals(2000, 10.0)
+    assert t == sorted(t) and abs(t[-1] / len(t) - 0.1) < 0.01  # mean gap 1 / rate
