@@ -6,7 +6,7 @@ tokens as the whole step; the workload is seeded."""
 
 import pytest
 import torch
-from conftest import load_snippet
+from conftest import ROOT, load_snippet, run_script_once
 
 model_mod = load_snippet("m14/_model")
 workload = load_snippet("m14/_workload")
@@ -107,7 +107,9 @@ def test_paged_attention_matches_dense(kernel):
 
 
 def test_buckets_pieces_compose_and_padding_counts():
-    data = buckets.measure(small=True)
+    proc = run_script_once(ROOT / "snippets" / "m14" / "buckets.py")  # measure(small=True), run once per test run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = proc.data
     assert data["modes"] and all(all(m["same_tokens_as_eager"].values()) for m in data["modes"])
     assert buckets.padding([3, 5, 8], (1, 2, 4, 8)) == {"real_slots": 16, "padded_slots": 4, "waste": 0.25}
     assert buckets.padding([3, 5, 8], buckets.VLLM_SIZES)["padded_slots"] == 1 + 3 + 0
