@@ -78,6 +78,27 @@ def run_python(args, timeout=600, env_extra=None, cwd=ROOT):
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
 
 
+_fork_server = None
+
+
+def run_reader_code(args, code: str, cwd, timeout=600):
+    """run_python(args, cwd=cwd, env_extra={"PYTHONPATH": ""}) for what a reader runs (a code block,
+    a snippet's download), forked from a server that has imported torch and triton once
+    (tests/forkserver.py) unless ``code`` touches the environment or multiprocessing; then, and
+    with COURSE_TESTS_FRESH=1, in a fresh interpreter."""
+    global _fork_server
+    from forkserver import ForkServer, needs_fresh
+
+    env = child_env(TRITON_INTERPRET="1", PYTHONUNBUFFERED="1", CUDA_VISIBLE_DEVICES="", PYTHONPATH="")
+    if needs_fresh(code) or os.environ.get("COURSE_TESTS_FRESH") == "1":
+        return run_python(args, timeout=timeout, env_extra={"PYTHONPATH": ""}, cwd=cwd)
+    if _fork_server is None or _fork_server.env != env:
+        if _fork_server is not None:
+            _fork_server.close()
+        _fork_server = ForkServer(env, ROOT)
+    return _fork_server.run(list(args), cwd, env, timeout)
+
+
 @pytest.fixture(scope="session")
 def site_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("site")
@@ -144,9 +165,8 @@ def _run_script(path):
         standalone = folder / Path(path).name
         standalone.write_text(deps.standalone(Path(path)))
         runner = str(ROOT / "coursekit" / "runner.py")
-        proc = run_python(
-            [runner, standalone.name, "out.json", "--small", "--table"], cwd=folder, env_extra={"PYTHONPATH": ""}
-        )
+        args = [runner, standalone.name, "out.json", "--small", "--table"]
+        proc = run_reader_code(args, standalone.read_text(), folder)
         out = folder / "out.json"
         data = json.loads(out.read_text())["data"] if proc.returncode == 0 and out.exists() else None
         text = standalone.read_text()

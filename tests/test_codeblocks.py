@@ -8,7 +8,9 @@ is expanded with the same pymdownx.snippets configuration the site uses (read fr
 
 Two checks per block, both on the code exactly as the page shows it:
 
-- it runs: written to `block.py` in an empty folder and run there in a fresh interpreter, on the
+- it runs: written to `block.py` in an empty folder and run there in a fresh interpreter (forked
+  from one that has only imported torch and triton, tests/forkserver.py, unless the block sets the
+  environment; COURSE_TESTS_FRESH=1 starts every one from nothing), on the
   CPU, with TRITON_INTERPRET=1 and the repository NOT on the path (PYTHONPATH="", imports of
   `coursekit` or of a snippet module refused), as a reader who pastes it would run it; every
   file it includes runs too, as a script (`python snippets/m02/x.py`). A block marked
@@ -29,7 +31,7 @@ import symtable
 import markdown
 import pytest
 import yaml
-from conftest import ROOT, run_python, run_script_once
+from conftest import ROOT, run_python, run_reader_code, run_script_once
 from pytest_codeblocks import extract_from_buffer
 
 INCLUDE = re.compile(r'^\s*--8<--\s+"([^"]+)"\s*$')
@@ -283,7 +285,7 @@ def test_code_block_runs(block, tmp_path):
     code = expand(block.code)
     # the block alone, pasted into a fresh interpreter in an empty folder
     (tmp_path / "block.py").write_text(code)
-    proc = run_python(["-c", GUARD], cwd=tmp_path, env_extra={"PYTHONPATH": ""})
+    proc = run_reader_code(["-c", GUARD], code, tmp_path)
     assert proc.returncode == 0, f"block failed when run alone:\n{code}\n---\n{proc.stderr[-3000:]}"
     if block.expected_output is not None:
         assert proc.stdout.strip() == block.expected_output.strip(), (

@@ -1,0 +1,412 @@
+"""Figures and computed values for module 14: a small inference server against Hugging Face transformers.
+
+``results(key)`` returns a stored result's data: "m14/race" (the offline race: ours, ours with static
+batching and three transformers routes in the same interleaved rounds), "m14/decode1" (batch-1 time per
+output token), "m14/poisson" (latency under Poisson arrivals, two rounds), "m14/buckets" (capture cost,
+replay time per bucket, padding, and the decode step as eager, whole graph, compiled and piecewise),
+"m14/attention" (the Triton paged kernel against SDPA over gathered blocks) and "m14/hf_sweep" (the
+tuning of transformers' routes, measured in the reference run only). Values timed in the same rounds
+are compared round by round (``coursekit.stats.paired``). Poisson has two rounds, too few for a
+spread, so its computed values are plain numbers: the worst and the best round. Nothing here imports
+torch.
+"""
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+# torch-free: figures run at site-build time without torch
+from coursekit.stats import error_bars, paired
+
+CONTESTANTS = {  # the offline race's contestants, in the order the figure draws them
+    "ours": "ours: paged KV, continuous batching, graph buckets",
+    "ours_static": "ours, static batching (one batch of 256)",
+    "hf_static_compile": "HF generate, static cache + torch.compile",
+    "hf_dynamic": "HF generate, dynamic cache",
+    "hf_generate_batch": "HF generate_batch (continuous batching)",
+}
+COLORS = {
+    "ours": "#1f5fbf",
+    "ours_static": "#6baed6",
+    "hf_static_compile": "#e07b00",
+    "hf_dynamic": "#f2b25c",
+    "hf_generate_batch": "#8c564b",
+    "hf_continuous": "#8c564b",
+}
+MODES = {
+    "eager": "eager (the model, launched op by op)",
+    "whole_graph": "whole graph (the eager model captured)",
+    "compiled_whole_graph": "compiled pieces, one graph",
+    "piecewise": "compiled pieces, piecewise graphs, attention eager",
+}
+MODE_COLORS = {"eager": "#7f7f7f", "whole_graph": "#1f5fbf", "compiled_whole_graph": "#2e8b57", "piecewise": "#e07b00"}
+SIDES = {
+    "ours": "ours, continuous batching",
+    "ours_static": "ours, static batching",
+    "hf_continuous": "HF ContinuousBatchingManager",
+}
+WHISKERS = "whiskers: 10th to 90th percentile"
+NEW_TOKENS_AFTER_FIRST = 127  # TPOT's denominator: 128 new tokens, the first one excluded
+
+
+def _pick(points: list[dict], **fields) -> dict:
+    return next(p for p in points if all(p[k] == v for k, v in fields.items()))
+
+
+def _rounds(per_round: list[dict], metric: str, q: str | None = None) -> list[float]:
+    return [r[metric][q] if q else r[metric] for r in per_round]
+
+
+# ---------------------------------------------------------------- computed values
+
+
+def derived(results) -> dict:
+    """Every number the page computes from stored ones.
+
+    ``race``: each HF route's time per token over ours, per round (``over_ours.<route>``); the wall time
+    of one of our offline runs; the decode time the replay model implies for it (buckets' offline
+    schedule) and the rest, prefill and host. ``workload``: the mean prompt (attention's contexts less
+    the decoded tokens) and the prompt tokens of the 256 requests. ``decode1``: HF static + compile
+    over ours, per round. ``poisson``: per side the worst and best round of p50/p99 TTFT and TPOT and
+    the achieved throughput; the span it implies, and HF's tail (one request's TTFT plus 127 TPOTs).
+    ``buckets``: capture time summed per bucket set, pool MiB, the replay at 256 over the replay at 1,
+    the padding per set and schedule, and the modelled decode time per set. ``modes.<batch>``: each
+    mode over the next faster one, per round. ``attention.<batch>``: the gather's time over the
+    kernel's, per round, and the kernel's rate on the bytes of K and V it reads."""
+    out = {}
+    race = results("m14/race")
+    t = race["us_per_token"]
+    out["race"] = {"over_ours": {}}
+    for name in ("hf_static_compile", "hf_dynamic", "hf_generate_batch", "ours_static"):
+        out["race"]["over_ours"][name] = paired(t[name], t["ours"], lambda a, b: a / b, "x")
+    tokens = race["generated_tokens"]
+    out["race"]["ours_run_s"] = t["ours"]["median"] * tokens * 1e-6
+    out["race"]["hf_best_run_s"] = t["hf_static_compile"]["median"] * tokens * 1e-6
+
+    buckets = results("m14/buckets")
+    offline = _pick(buckets["padding"], schedule="offline", bucket_set="pow2")
+    out["race"]["modelled_decode_s"] = offline["modelled_decode_s"]
+    out["race"]["decode_share"] = offline["modelled_decode_s"] / out["race"]["ours_run_s"]
+    out["race"]["rest_s"] = out["race"]["ours_run_s"] - offline["modelled_decode_s"]
+
+    attention = results("m14/attention")
+    p256 = _pick(attention["points"], batch=256)
+    mean_prompt = p256["mean_context"] - attention["config"]["decoded"]
+    out["workload"] = {"mean_prompt": mean_prompt, "prompt_tokens": round(mean_prompt * p256["batch"])}
+    out["workload"]["padded_prompt_tokens"] = 512 * p256["batch"]  # HF's static cache: every prompt to 512
+    out["workload"]["padding_share"] = 1 - out["workload"]["prompt_tokens"] / out["workload"]["padded_prompt_tokens"]
+
+    d1 = results("m14/decode1")["us_per_token"]
+    out["decode1"] = {
+        "hf_static_over_ours": paired(d1["hf_static_compile"], d1["ours"], lambda a, b: a / b, "x"),
+        "hf_dynamic_over_ours": paired(d1["hf_dynamic"], d1["ours"], lambda a, b: a / b, "x"),
+    }
+
+    poisson = results("m14/poisson")
+    out["poisson"] = {}
+    for side, rounds in poisson["per_round"].items():
+        s = {}
+        for metric in ("ttft_ms", "tpot_ms"):
+            for q in ("p50", "p99"):
+                values = _rounds(rounds, metric, q)
+                s[f"{metric[:4]}_{q}_worst"], s[f"{metric[:4]}_{q}_best"] = max(values), min(values)
+        rates = _rounds(rounds, "tokens_per_s")
+        s["tokens_per_s_lo"], s["tokens_per_s_hi"] = min(rates), max(rates)
+        s["of_offered_lo"] = min(rates) / poisson["offered_tokens_per_s"]
+        s["of_offered_hi"] = max(rates) / poisson["offered_tokens_per_s"]
+        s["span_s_hi"] = tokens / min(rates)  # first arrival to last token
+        s["span_s_lo"] = tokens / max(rates)
+        out["poisson"][side] = s
+    hf = out["poisson"]["hf_continuous"]
+    hf_rounds = poisson["per_round"]["hf_continuous"]
+    tails = [(r["ttft_ms"]["p50"] + NEW_TOKENS_AFTER_FIRST * r["tpot_ms"]["p50"]) / 1e3 for r in hf_rounds]
+    hf["request_s_lo"], hf["request_s_hi"] = min(tails), max(tails)  # one typical request, arrival to last token
+    ours = out["poisson"]["ours"]
+    out["poisson"]["span_gap_s_lo"] = hf["span_s_lo"] - ours["span_s_hi"]
+    out["poisson"]["span_gap_s_hi"] = hf["span_s_hi"] - ours["span_s_lo"]
+    out["poisson"]["hf_over_ours_tpot_p99_worst_case"] = hf["tpot_p99_best"] / ours["tpot_p99_worst"]
+    out["poisson"]["static_over_continuous_ttft_p50_worst_case"] = (
+        out["poisson"]["ours_static"]["ttft_p50_best"] / ours["ttft_p50_worst"]
+    )
+
+    caps, fine = buckets["captures"], buckets["fine_captures"]
+    replay = {r["batch"]: r["us"] for r in buckets["replay_us"]}
+    out["buckets"] = {
+        "pow2_count": len(caps),
+        "vllm_count": len(fine),
+        "pow2_capture_ms": sum(c["capture_s"] for c in caps) * 1e3,
+        "vllm_capture_ms": sum(c["capture_s"] for c in fine) * 1e3,
+        "capture_ms_lo": min(c["capture_s"] for c in caps) * 1e3,  # the power-of-two captures
+        "capture_ms_hi": max(c["capture_s"] for c in caps) * 1e3,
+        "pool_MiB": buckets["pool_bytes"] / 2**20,
+        "first_capture_released_MiB": -caps[0]["reserved_growth_bytes"] / 2**20,
+        "driver_MiB_after_first": sum(max(0, c["device_free_drop_bytes"]) for c in caps[1:]) / 2**20,
+        "replay_256_over_1": replay[256]["median"] / replay[1]["median"],
+        "replay_1_us": replay[1],
+        "replay_256_us": replay[256],
+        "padding": {},
+    }
+    for p in buckets["padding"]:
+        out["buckets"]["padding"][f"{p['schedule']}_{p['bucket_set']}"] = p
+    pw, vl = out["buckets"]["padding"]["poisson_pow2"], out["buckets"]["padding"]["poisson_vllm"]
+    out["buckets"]["poisson_modelled_saving"] = 1 - vl["modelled_decode_s"] / pw["modelled_decode_s"]
+    out["buckets"]["poisson_mean_batch"] = pw["real_slots"] / pw["decode_steps"]
+    # where the two sets differ: steps above 16 pad to 24 (vLLM's set) or to 32 (powers of two)
+    poisson_batches = next(s for s in buckets["schedules"] if s["schedule"] == "poisson")["decode_batches"]
+    out["buckets"]["poisson_share_le_16"] = sum(n <= 16 for n in poisson_batches) / len(poisson_batches)
+    out["buckets"]["poisson_max_batch"] = max(poisson_batches)
+    out["buckets"]["replay_32_minus_24_us"] = replay[32]["median"] - replay[24]["median"]
+    out["buckets"]["replay_per_slot_16_to_256_us"] = (replay[256]["median"] - replay[16]["median"]) / (256 - 16)
+
+    out["modes"] = {}
+    for m in buckets["modes"]:
+        u = m["us"]
+        graphs = m["graphs_per_step"]["piecewise"]
+        launches = graphs + (graphs - 2) // 2  # the graphs, and one eager attention per layer (2 graphs a layer + 2)
+        out["modes"][str(m["batch"])] = {
+            "eager_over_whole": paired(u["eager"], u["whole_graph"], lambda a, b: a / b, "x"),
+            "whole_over_compiled": paired(u["whole_graph"], u["compiled_whole_graph"], lambda a, b: a / b, "x"),
+            "piecewise_minus_compiled_us": paired(u["piecewise"], u["compiled_whole_graph"], lambda a, b: a - b, "us"),
+            "piecewise_over_compiled": paired(u["piecewise"], u["compiled_whole_graph"], lambda a, b: a / b, "x"),
+            # per boundary: each piece's replay plus each layer's eager attention launch
+            "piecewise_extra_per_launch_us": paired(
+                u["piecewise"], u["compiled_whole_graph"], lambda a, b: (a - b) / launches, "us"
+            ),
+            "whole_tokens_per_s": m["batch"] / (u["whole_graph"]["median"] * 1e-6),
+            "piecewise_launches": launches,
+            "layers": (graphs - 2) // 2,
+        }
+
+    out["attention"] = {}
+    for p in attention["points"]:
+        u = p["us"]
+        out["attention"][str(p["batch"])] = {
+            "gather_over_kernel": paired(u["gathered_sdpa"], u["triton_paged"], lambda a, b: a / b, "x"),
+            "kernel_GBps": p["kv_bytes"] / 1e3 / u["triton_paged"]["median"],
+            "kv_MB": p["kv_bytes"] / 1e6,
+            "gathered_MB": p["gathered_bytes"] / 1e6,
+        }
+    return out
+
+
+def sweep(results) -> dict:
+    """hf_sweep (reference run only): tokens/s per configuration, as ``<route>_<config>``, and the
+    generate_batch run with CUDA graphs forced on over its defaults (medians of two runs)."""
+    data = results("m14/hf_sweep")
+    out = {}
+    for route, configs in data["results"].items():
+        for name, c in configs.items():
+            if "error" not in c:
+                out[f"{route}_{name}"] = c["tokens_per_s"]["median"]
+    out["cb_graphs_over_defaults"] = out["generate_batch_cuda_graphs"] / out["generate_batch_defaults"]
+    out["static_over_cb_graphs"] = out["static_compile_256"] / out["generate_batch_cuda_graphs"]
+    return out
+
+
+# ---------------------------------------------------------------- figures
+
+
+def throughput(results) -> go.Figure:
+    """The offline race: tokens per second of each contestant over the 256 requests (three interleaved
+    rounds; whiskers 10th to 90th percentile), log axis."""
+    race = results("m14/race")
+    rates = race["tokens_per_s"]
+    names = list(CONTESTANTS)
+    s = [rates[n] for n in names]
+    fig = go.Figure(
+        go.Bar(
+            y=[CONTESTANTS[n] for n in names],
+            x=[r["median"] for r in s],
+            error_x=error_bars([r["p10"] for r in s], [r["median"] for r in s], [r["p90"] for r in s]),
+            orientation="h",
+            marker_color=[COLORS[n] for n in names],
+            hovertemplate="%{y}: %{x:,.0f} tokens/s<extra></extra>",
+        )
+    )
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_xaxes(type="log", title_text=f"generated tokens per second (log scale; {WHISKERS})")
+    fig.update_layout(height=340, margin={"l": 10, "r": 20, "t": 20, "b": 60}, showlegend=False)
+    return fig
+
+
+def decode_modes(results) -> go.Figure:
+    """One decode step (context 350 per sequence) at batch 1, 16, 64 and 256: eager, the eager model
+    captured as one graph, the compiled pieces in one graph, and piecewise (device time per step)."""
+    modes = sorted(results("m14/buckets")["modes"], key=lambda m: m["batch"])
+    batches = [m["batch"] for m in modes]
+    fig = go.Figure()
+    for mode, label in MODES.items():
+        s = [m["us"][mode] for m in modes]
+        fig.add_trace(
+            go.Scatter(
+                x=batches,
+                y=[v["median"] for v in s],
+                error_y=error_bars([v["p10"] for v in s], [v["median"] for v in s], [v["p90"] for v in s]),
+                mode="lines+markers",
+                name=label,
+                line={"color": MODE_COLORS[mode]},
+                hovertemplate="batch %{x}: %{y:,.0f} µs<extra>" + label + "</extra>",
+            )
+        )
+    fig.update_xaxes(type="log", title_text="decode batch", tickvals=batches, ticktext=[str(b) for b in batches])
+    fig.update_yaxes(type="log", title_text=f"time per decode step (µs, log scale; {WHISKERS})")
+    fig.update_layout(
+        height=460,
+        margin={"l": 70, "r": 20, "t": 20, "b": 60},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.18},
+    )
+    return fig
+
+
+def latency(results) -> go.Figure:
+    """Poisson arrivals: p50 and p99 of time to first token and of time per output token, per side,
+    one marker per round (two rounds: no spread is drawn), log axis."""
+    poisson = results("m14/poisson")
+    panels = [("ttft_ms", "time to first token"), ("tpot_ms", "time per output token")]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=[t for _, t in panels], horizontal_spacing=0.1)
+    for col, (metric, _) in enumerate(panels, 1):
+        for side, label in SIDES.items():
+            rounds = poisson["per_round"][side]
+            xs, ys = [], []
+            for q in ("p50", "p99"):
+                for r in rounds:
+                    xs.append(q)
+                    ys.append(r[metric][q])
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=ys,
+                    mode="markers",
+                    name=label,
+                    legendgroup=side,
+                    showlegend=col == 1,
+                    marker={"color": COLORS.get(side, "#1f5fbf"), "size": 11, "symbol": "circle-open-dot"},
+                    hovertemplate="%{x}: %{y:.2f} ms<extra>" + label + "</extra>",
+                ),
+                row=1,
+                col=col,
+            )
+        fig.update_yaxes(type="log", row=1, col=col)
+    fig.update_yaxes(title_text="milliseconds, log scale; one marker per round", row=1, col=1)
+    fig.update_layout(
+        height=440,
+        margin={"l": 70, "r": 20, "t": 40, "b": 60},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.15},
+    )
+    return fig
+
+
+def buckets(results) -> go.Figure:
+    """Left: the replay time of each captured decode graph (every slot at a context of 350), for the
+    power-of-two set and vLLM's default sizes. Right: how often each decode batch size occurred in the
+    Poisson schedule (32 requests/s), with the power-of-two buckets marked."""
+    data = results("m14/buckets")
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=["replay time per captured batch size", "decode batch sizes under Poisson arrivals"],
+        horizontal_spacing=0.1,
+    )
+    pow2 = set(data["buckets"])
+    replay = sorted(data["replay_us"], key=lambda r: r["batch"])
+    for name, keep, color in (
+        ("vLLM's default sizes", lambda b: True, "#e07b00"),
+        ("powers of two", pow2.__contains__, "#1f5fbf"),
+    ):
+        pts = [r for r in replay if keep(r["batch"])]
+        fig.add_trace(
+            go.Scatter(
+                x=[r["batch"] for r in pts],
+                y=[r["us"]["median"] for r in pts],
+                error_y=error_bars(
+                    [r["us"]["p10"] for r in pts], [r["us"]["median"] for r in pts], [r["us"]["p90"] for r in pts]
+                ),
+                mode="markers" if name.startswith("vLLM") else "lines+markers",
+                name=name,
+                marker={"color": color, "size": 7 if name.startswith("vLLM") else 9},
+                hovertemplate="batch %{x}: %{y:,.0f} µs<extra>" + name + "</extra>",
+            ),
+            row=1,
+            col=1,
+        )
+    schedule = next(s for s in data["schedules"] if s["schedule"] == "poisson")["decode_batches"]
+    counts = {}
+    for n in schedule:
+        counts[n] = counts.get(n, 0) + 1
+    sizes = sorted(counts)
+    fig.add_trace(
+        go.Bar(
+            x=sizes,
+            y=[counts[n] for n in sizes],
+            marker_color="#9ecae1",
+            name="decode steps at this batch",
+            hovertemplate="batch %{x}: %{y} steps<extra></extra>",
+        ),
+        row=1,
+        col=2,
+    )
+    for b in sorted(pow2):
+        if b <= max(sizes) * 2:
+            fig.add_vline(x=b, line_dash="dot", line_color="#1f5fbf", row=1, col=2)
+    fig.update_xaxes(title_text="decode batch (captured size)", row=1, col=1)
+    fig.update_xaxes(title_text="real decode batch (dotted: power-of-two buckets)", row=1, col=2)
+    fig.update_yaxes(title_text=f"device time per replay (µs; {WHISKERS})", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text="decode steps", row=1, col=2)
+    fig.update_layout(
+        height=440,
+        margin={"l": 70, "r": 20, "t": 40, "b": 60},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.18},
+    )
+    return fig
+
+
+def attention(results) -> go.Figure:
+    """Decode attention of one layer over a paged cache: the Triton kernel against SDPA over the
+    gathered blocks (the gather timed with it), device time per call at batch 1 to 256."""
+    points = sorted(results("m14/attention")["points"], key=lambda p: p["batch"])
+    batches = [p["batch"] for p in points]
+    fig = go.Figure()
+    for name, label, color in (
+        ("triton_paged", "Triton kernel, reads blocks in place", "#1f5fbf"),
+        ("gathered_sdpa", "gather the blocks, then SDPA", "#e07b00"),
+    ):
+        s = [p["us"][name] for p in points]
+        fig.add_trace(
+            go.Scatter(
+                x=batches,
+                y=[v["median"] for v in s],
+                error_y=error_bars([v["p10"] for v in s], [v["median"] for v in s], [v["p90"] for v in s]),
+                mode="lines+markers",
+                name=label,
+                line={"color": color},
+                hovertemplate="batch %{x}: %{y:.1f} µs<extra>" + label + "</extra>",
+            )
+        )
+    fig.update_xaxes(type="log", title_text="decode batch", tickvals=batches, ticktext=[str(b) for b in batches])
+    fig.update_yaxes(type="log", title_text=f"device time per layer call (µs, log scale; {WHISKERS})")
+    fig.update_layout(
+        height=400,
+        margin={"l": 70, "r": 20, "t": 20, "b": 60},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.18},
+    )
+    return fig
+
+
+def runs(results) -> dict:
+    """Host-bound numbers that moved between the build's two runs, read from both sets by name:
+    ours over HF's best offline route (median of the rounds), the gathered attention at batch 1
+    (its launch gaps count), and HF's manager's concurrency under Poisson arrivals (the rate times
+    one request's time from arrival to last token, at the medians)."""
+    out = {}
+    for run, hardware in (("first", "nvidia-h200"), ("second", "nvidia-h200-rerun")):
+        race = results("m14/race", hardware=hardware)
+        attention = results("m14/attention", hardware=hardware)
+        poisson = results("m14/poisson", hardware=hardware)
+        hf = poisson["per_round"]["hf_continuous"]
+        request_s = [(r["ttft_ms"]["p50"] + NEW_TOKENS_AFTER_FIRST * r["tpot_ms"]["p50"]) / 1e3 for r in hf]
+        out[run] = {
+            "speedup_vs_hf_best": race["speedup_vs_hf_best"]["median"],
+            "gather_batch1_us": _pick(attention["points"], batch=1)["us"]["gathered_sdpa"]["median"],
+            "kernel_batch1_us": _pick(attention["points"], batch=1)["us"]["triton_paged"]["median"],
+            "hf_concurrency": poisson["rate_per_s"] * sum(request_s) / len(request_s),
+        }
+    return out
