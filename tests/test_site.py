@@ -345,10 +345,21 @@ def test_other_placeholders_render():
     )
     assert 'href="downloads/methodology/ceilings.py"' in html  # the snippet as one file, served by the plugin
     assert "<pre><code>" in html and "aten::add" in html
-    assert re.search(
-        r'<span class="reading-time">\d+ min</span>, <span class="reading-time">in preparation</span>', html
-    )
+    assert re.search(r'<span class="reading-time">\d+ min</span>, <span class="reading-time">\d+ min</span>', html)
     assert "nvidia-h200" in html and "<table" in html
+
+
+def test_reading_time_of_a_stub_says_in_preparation(tmp_path):
+    """Every module is written now; a stub (a page with the "In preparation" note) still reads so."""
+    (tmp_path / "stub.md").write_text('# 99 · A module to come\n\n!!! note "In preparation"\n    Not written yet.\n')
+    (tmp_path / "page.md").write_text("# A page\n\n" + "Words of prose here. " * 400)
+    md = markdown.Markdown(
+        extensions=["coursekit.mdext"],
+        extension_configs={"coursekit.mdext": {"hardware": "nvidia-h200", "docs_dir": str(tmp_path)}},
+    )
+    html = md.convert("{{ reading-time stub.md }}, {{ reading-time page.md stub.md }}")
+    stub, written = re.findall(r'<span class="reading-time">([^<]+)</span>', html)
+    assert stub == "in preparation" and re.fullmatch(r"\d+ min", written)
 
 
 def test_landing_page_lists_five_parts_and_fourteen_modules(built_site):
