@@ -285,6 +285,15 @@ def standalone(snippet: Path) -> str:
         kept_names.rewritten = True  # written out from the tree, not copied from the source lines
         return kept_names
 
+    def only_used(s: ast.stmt, used: set[str]) -> ast.stmt:
+        """An import statement less the names the kept code does not use (a download passes pyflakes)."""
+        names = [a for a in s.names if (a.asname or a.name).split(".")[0] in used]
+        if len(names) == len(s.names):
+            return s
+        kept_names = ast.copy_location(type(s)(**{**s.__dict__, "names": names}), s)
+        kept_names.rewritten = True  # written out from the tree, not copied from the source lines
+        return kept_names
+
     kept: dict[Path, list[ast.stmt]] = {}
     needs: dict[Path, set[Path]] = {}
     for path, names in by_module.items():
@@ -305,7 +314,7 @@ def standalone(snippet: Path) -> str:
         project = _project_imports(stmts, path)
         # only the imports the kept code uses, and none the file already has
         imports = [
-            new_names(s)
+            new_names(only_used(s, used))
             for s in stmts
             if isinstance(s, ast.Import | ast.ImportFrom)
             and not _project_imports([s], path)
@@ -345,6 +354,7 @@ def standalone(snippet: Path) -> str:
                 f"# ---- {relative(path)}, inlined: the course's helpers this file uses, so that it runs alone"
             )
             inlined += text + ["", ""]
+    inlined = _renamed(inlined, _clashes(body, [s for p in order for s in kept[p]]))
     out = []
     first_import = min(
         (s.lineno for s in body if isinstance(s, ast.Import | ast.ImportFrom) and _project_imports([s], snippet)),
@@ -362,3 +372,35 @@ def standalone(snippet: Path) -> str:
             continue
         out.append(line)
     return "\n".join(ln for ln in out if not ln.lstrip().startswith("# --8<--")) + "\n"
+
+
+def _clashes(snippet_body: list[ast.stmt], inlined: list[ast.stmt]) -> set[str]:
+    """Names the snippet defines that inlined helper code defines too: inlined above the snippet, the
+    helpers would otherwise call the snippet's definition, not their own."""
+
+    def defined(stmts):
+        return {n for s in stmts if not isinstance(s, ast.Import | ast.ImportFrom) for n in _bound_names(s)}
+
+    return defined(snippet_body) & defined(inlined)
+
+
+def _renamed(lines: list[str], names: set[str]) -> list[str]:
+    """``lines`` with every NAME token in ``names`` renamed ``_course_<name>`` (strings and comments
+    untouched)."""
+    if not names:
+        return lines
+    import io
+    import tokenize
+
+    text = "\n".join(lines) + "\n"
+    spots = [
+        t.start
+        for t in tokenize.generate_tokens(io.StringIO(text).readline)
+        if t.type == tokenize.NAME and t.string in names
+    ]
+    out = list(lines)
+    for row, col in sorted(spots, reverse=True):
+        line = out[row - 1]
+        name = next(n for n in names if line.startswith(n, col))
+        out[row - 1] = line[:col] + "_course_" + name + line[col + len(name) :]
+    return out

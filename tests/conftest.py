@@ -29,6 +29,12 @@ def load_snippet(key: str):
     """snippets/<key>.py as a module, as the build job's runner loads one: its folder on sys.path
     while it runs, so that an import of a sibling snippet resolves."""
     path = ROOT / "snippets" / f"{key}.py"
+    # a sibling imported by bare name (`from _model import ...`) may be another module's file of the
+    # same name, cached by an earlier load in this process: forget it, so this folder's is imported
+    for sibling in path.parent.glob("*.py"):
+        cached = sys.modules.get(sibling.stem)
+        if cached is not None and Path(getattr(cached, "__file__", "") or "").parent != path.parent:
+            del sys.modules[sibling.stem]
     spec = importlib.util.spec_from_file_location(key.replace("/", "_"), path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module

@@ -221,3 +221,14 @@ def online(hf, requests, arrivals, settings=None, warmup_requests=None) -> list[
 
 
 # --8<-- [end:online]
+
+
+if __name__ == "__main__":
+    from _model import TINY, hf_model
+    from _workload import requests
+
+    hf = prepare(hf_model(TINY, device="cpu", dtype=torch.float32))
+    reqs = requests(4, 4, 12, 5, vocab=TINY["vocab_size"])
+    out = static_batches(hf, reqs, batch_size=2)
+    print(f"static batching, dynamic cache, 4 requests in batches of 2: {out['batches']} batches")
+    print(f"tokens: {out['tokens']}")
