@@ -394,13 +394,12 @@ def _renamed(lines: list[str], names: set[str]) -> list[str]:
 
     text = "\n".join(lines) + "\n"
     spots = [
-        t.start
+        (t.start, t.string)
         for t in tokenize.generate_tokens(io.StringIO(text).readline)
         if t.type == tokenize.NAME and t.string in names
     ]
     out = list(lines)
-    for row, col in sorted(spots, reverse=True):
+    for (row, col), name in sorted(spots, reverse=True):
         line = out[row - 1]
-        name = next(n for n in names if line.startswith(n, col))
         out[row - 1] = line[:col] + "_course_" + name + line[col + len(name) :]
     return out
