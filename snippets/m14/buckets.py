@@ -57,11 +57,11 @@ def step_pieces(model, engine, b: int, cin, cout, kernel=paged_attention):
         n = layers[i].input_layernorm
         q, k, v = cin(io["x"], pos, n.weight, n.eps, layers[i].qkv_weight, model.cos, model.sin, model.kv_heads)
         cache.write(i, io["slots"], k, v)
-        io["q"] = q
+        io[("q", i)] = q  # per layer: captured piecewise, each layer's graph writes its own q
         io.setdefault(("attn", i), torch.empty_like(q))  # attention's output buffer, allocated once
 
     def attend(i):
-        kernel(io["q"], cache.k[i], cache.v[i], table, lens, out=io[("attn", i)])
+        kernel(io[("q", i)], cache.k[i], cache.v[i], table, lens, out=io[("attn", i)])
 
     def post(i):
         L = layers[i]
@@ -172,6 +172,7 @@ def measure(small: bool = False) -> dict:
                 ) * 1e-6  # fmt: skip
             data["padding"].append(point)
     data["schedules"] = [{"schedule": k, "decode_batches": v} for k, v in schedules.items()]
+    data["poisson_rate_per_s"] = rate
 
     # (c) eager, whole graph (eager model), compiled pieces in one graph, compiled pieces piecewise
     if cuda:  # one compile serves all layers, and (dynamic) all batch sizes but 1

@@ -37,6 +37,7 @@ from coursekit.bench import device_name, rate, summarize
 PROCESSES = 1  # one process: its warm-up compiles for about a minute; ROUNDS interleaved rounds give the spread
 ROUNDS = 3
 HF_BATCH = {"dynamic": 256, "static_compile": 256}  # hf_sweep's fastest batch sizes (check its "best")
+HF_CB = {"use_cuda_graph": True}  # hf_sweep's fastest generate_batch variant ("cuda_graphs"; its default is off)
 HF_ROUTES = ("hf_dynamic", "hf_static_compile", "hf_generate_batch")
 BAR = 3.0  # the bar: ours at least 3x HF's best tokens/s
 CHAPTER = "part-n/14-inference-server.md"
@@ -121,7 +122,8 @@ def measure(small: bool = False) -> dict:
     tokens = sum(r["max_new_tokens"] for r in reqs)
     cb_small = dict(block_size=16, num_blocks=64, max_batch_tokens=256)  # TINY's sizes
     attention = "triton" if cuda else "gather"  # the CPU: Triton's interpreter is too slow for rounds
-    runs, engines = contestants(hf, ours, reqs, (12 if small else PAD_TO) + new, attention, cb_small if small else None)
+    cb = cb_small if small else HF_CB
+    runs, engines = contestants(hf, ours, reqs, (12 if small else PAD_TO) + new, attention, cb)
     times, extra = race(runs, tokens, rounds)
     last = extra["last"]
     release(hf)
@@ -131,7 +133,8 @@ def measure(small: bool = False) -> dict:
         "hf_dynamic": f"transformers {version} generate, dynamic cache, batch {HF_BATCH['dynamic']}",
         "hf_static_compile": f"transformers {version} generate, static cache + torch.compile, batch "
         f"{HF_BATCH['static_compile']}",
-        "hf_generate_batch": f"transformers {version} generate_batch (continuous batching)",
+        "hf_generate_batch": f"transformers {version} generate_batch (continuous batching"
+        + (", CUDA graphs)" if cb.get("use_cuda_graph") else ")"),
     }
     races = [
         {
@@ -159,6 +162,7 @@ def measure(small: bool = False) -> dict:
         "transformers": version,
         "torch": torch.__version__,
         "hf_batch": HF_BATCH,
+        "hf_cb_settings": cb,
         "hf_best": best,
         "hf_generate_batch_attention": last["hf_generate_batch"].get("attn_implementation"),
         "hf_static_compiled": last["hf_static_compile"]["compiled"],
