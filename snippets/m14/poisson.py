@@ -11,7 +11,10 @@ ContinuousBatchingManager at their arrival times, with per-token timestamps (rec
 request: time to first token (TTFT = first token's time - arrival) and time per output token (TPOT =
 (last token's time - first token's time) / 127, as vLLM's benchmark defines it); both sides take the
 times on the host when the step's tokens reach it. Clock: time.perf_counter. Each side warms up
-(ours: one short offline run; HF: its manager's warm-up and a few requests), then ROUNDS rounds, each
+(ours: one short offline run; HF: its manager's warm-up and a few requests) and then serves the whole
+workload once untimed (WARMUP_ROUNDS: measured without it, our p99 TPOT in a process's first serve of
+the workload was several times that of its second; the short warm-up did not cover what a whole serve
+meets), then ROUNDS rounds, each
 serving the whole workload on each side in turn. Also ours with static batching (the same engine,
 continuous=False: whoever has arrived is admitted as a batch, then no one until it has finished), what
 continuous batching buys online (offline, with every request present at t = 0 and 128 new tokens each,
@@ -32,6 +35,7 @@ from coursekit.bench import device_name, summarize
 
 PROCESSES = 1  # one process: each round is two 20-second serving runs; ROUNDS give the spread
 ROUNDS = 2
+WARMUP_ROUNDS = 1  # untimed rounds first, every side, in the same order as the timed ones
 RATE = 12.0  # requests per second: 1,536 tokens per second offered
 HF_CB = {"use_cuda_graph": True}  # hf_sweep's fastest continuous-batching variant ("cuda_graphs"; default off)
 CHAPTER = "part-n/14-inference-server.md"
@@ -81,6 +85,9 @@ def measure(small: bool = False) -> dict:
     }
     per_round = {name: [] for name in sides}
     same = {}
+    for _ in range(0 if small else WARMUP_ROUNDS):
+        for run in sides.values():
+            run()
     for _ in range(rounds):
         outs = {name: run() for name, run in sides.items()}
         for name, out in outs.items():
@@ -103,6 +110,7 @@ def measure(small: bool = False) -> dict:
     version = transformers.__version__
     return {
         "repetitions": rounds,
+        "warmup_rounds": 0 if small else WARMUP_ROUNDS,
         "requests": len(reqs),
         "rate_per_s": rate,
         "offered_tokens_per_s": rate * reqs[0]["max_new_tokens"],
