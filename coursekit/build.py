@@ -6,6 +6,7 @@
     python scripts/build_results.py --gpus 4        # four snippets at a time, one per GPU
     python scripts/build_results.py --processes 3   # every snippet in three fresh processes
     python scripts/build_results.py --cpu           # small sizes on the CPU, into .cache/cpu-results/
+    python scripts/build_results.py --cpu --publish # the same, as the published set build_results/cpu-small/
 
 Each snippet runs in fresh processes (python -m coursekit.runner), one after another, each with a
 timeout (--timeout): as many as the snippet's module-level ``PROCESSES = N`` asks (read from its
@@ -32,6 +33,11 @@ running snippet's process group (its compile workers too). A SIGKILLed job can d
 kernel sends the snippet's process SIGTERM (PR_SET_PDEATHSIG, set between fork and exec), on which
 the runner kills its whole group; where that is not available, the runner's watchdog does.
 Linux only (sched_setaffinity, prctl, flock). --gpus N with --cpu runs N CPU workers, for testing.
+
+--cpu --publish writes the CPU run beside the GPU sets, as build_results/cpu-small/ (a CPU set's folder is
+always ``cpu`` or ``cpu-<name>``, and its results say ``"gpu": "none (CPU run)", "sizes": "small"``): a real
+second set for the site's hardware selector, not comparable with a GPU's numbers. The job then rewrites the
+set's README.md: what the set is, and each snippet that has no result in it, with the reason.
 
 The job continues past a failure and ends with a summary: status, processes and GPU seconds (wall
 seconds its processes held the GPU) of each snippet, and the build's wall time; --summary-json
@@ -65,6 +71,7 @@ from coursekit import results as store
 from coursekit import runner
 
 CPU_RESULTS_DIR = store.ROOT / ".cache" / "cpu-results"  # --cpu's default: never the site's build_results/
+PUBLISHED_CPU_SET = "cpu-small"  # --cpu --publish's folder under build_results/
 LOCKED = 3  # exit code when another job holds the results folder
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
@@ -455,6 +462,8 @@ class Job:
             durations_s=durations,
             **worker.provenance(),
         )
+        if self.args.small:
+            prov["sizes"] = store.SMALL  # measure(small=True): not comparable with a GPU run's sizes
         snippets_root = self.args.snippets_dir.parent
         doc = {
             "schema_version": store.SCHEMA_VERSION,
@@ -558,7 +567,15 @@ def build(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    hardware = args.hardware or ("cpu" if args.cpu else hardware_slug(gpu[0]))
+    hardware = args.hardware or ((PUBLISHED_CPU_SET if args.publish else "cpu") if args.cpu else hardware_slug(gpu[0]))
+    if store.is_cpu_set(hardware) != bool(args.cpu):
+        why = (
+            "would hold a CPU run; a CPU set's folder is named cpu or cpu-<name>"
+            if args.cpu
+            else "is named as a CPU set (cpu, cpu-<name>); a GPU run writes elsewhere"
+        )
+        print(f"error: --hardware {hardware!r} {why}", file=sys.stderr)
+        return 2
     snippets = [
         p
         for p in store.snippet_files(args.snippets_dir)
@@ -626,7 +643,10 @@ def build(args: argparse.Namespace) -> int:
             job.children.kill_all()
             print(f"interrupted: the running snippets were killed; logs kept in {logs}", file=sys.stderr)
             raise
-        return report(job, args, hardware, gpu, time.perf_counter() - start)
+        code = report(job, args, hardware, gpu, time.perf_counter() - start)
+        if args.publish:
+            write_set_readme(folder, store.snippet_files(args.snippets_dir), job.outcomes, args.snippets_dir)
+        return code
 
 
 def report(job: Job, args: argparse.Namespace, hardware: str, gpu, wall: float) -> int:
@@ -665,6 +685,50 @@ def report(job: Job, args: argparse.Namespace, hardware: str, gpu, wall: float) 
     return 1 if failed else 0
 
 
+SET_README = """# {hardware}: the snippets on a CPU, at their small sizes
+
+Written by `python scripts/build_results.py --cpu --publish` (coursekit/build.py), which rewrites it
+on every run: do not edit it by hand.
+
+**This is not GPU data.** Each result here ran `measure(small=True)`, the small sizes the test
+suite uses, on the CPU its provenance names (`"gpu": "none (CPU run)"`, `"sizes": "small"`), with
+Triton kernels run by Triton's interpreter (`TRITON_INTERPRET=1`) and no CUDA. Its numbers are
+real measurements of that, and are not comparable with a GPU set's: the sizes differ, CUDA
+events, graphs and streams do not exist on a CPU, and an interpreted kernel times Python. The site
+shows the set beside the reference GPU's (the hardware selector of every page with measured
+numbers) as a second real set; a number the pages read that a small-size run does not produce
+is shown from the reference set, marked as such. To re-measure it:
+`nice python scripts/build_results.py --cpu --publish`.
+
+## Snippets without a result here
+
+{table}
+"""
+_README_ROW = re.compile(r"^\| `(?P<key>[a-z0-9_]+/[a-z0-9_]+)` \| (?P<why>.*) \|$")
+
+
+def write_set_readme(folder: Path, snippets: list[Path], outcomes: list[Outcome], snippets_dir: Path) -> None:
+    """The published CPU set's README: what it is, and every snippet with no result in it, with why:
+    this run's failure, else the reason the README gave before (a run of some modules keeps the rest)."""
+    readme = folder / "README.md"
+    before = {}
+    if readme.exists():
+        before = {m["key"]: m["why"] for m in map(_README_ROW.match, readme.read_text().splitlines()) if m}
+    failed = {o.task.key: o.reason for o in outcomes if o.status == "failed"}
+    rows = []
+    for path in snippets:
+        key = store.snippet_key(path)
+        if store.result_path(key, folder.name, folder.parent).exists():
+            continue
+        why = failed.get(key) or before.get(key) or "not run on the CPU yet"
+        rows.append(f"| `{key}` | {why.replace('|', '/').replace(chr(10), ' ')} |")
+    table = "| snippet | why |\n|---|---|\n" + "\n".join(rows) if rows else "None: every snippet has one."
+    text = SET_README.format(hardware=folder.name, table=table)
+    tmp = readme.with_name(".README.md.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, readme)
+
+
 def _positive_int(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
@@ -676,6 +740,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--only", nargs="*", default=[], help="module folders or keys, e.g. m02 or m02/crossover")
     parser.add_argument("--force", action="store_true", help="re-measure up-to-date snippets too")
     parser.add_argument("--cpu", action="store_true", help="run on the CPU at small sizes (not GPU results)")
+    parser.add_argument(
+        "--publish",
+        action="store_true",
+        help=f"with --cpu: write into build_results/{PUBLISHED_CPU_SET}/, a published set labelled as CPU, small sizes",
+    )
     parser.add_argument("--timeout", type=float, default=600, help="seconds per process (default 600)")
     parser.add_argument(
         "--processes", type=_positive_int, help="fresh processes per snippet (default: its PROCESSES, else 1)"
@@ -695,7 +764,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--logs-dir", type=Path, help="keep the logs here (default: a temporary folder)")
     parser.add_argument("--summary-json", type=Path, help="also write the summary to this JSON file")
     args = parser.parse_args(argv)
-    args.results_dir = (args.results_dir or (CPU_RESULTS_DIR if args.cpu else store.RESULTS_DIR)).resolve()
+    if args.publish and not args.cpu:
+        parser.error("--publish is for a CPU run (--cpu --publish); a GPU run always writes build_results/<gpu>/")
+    cpu_dir = store.RESULTS_DIR if args.publish else CPU_RESULTS_DIR
+    args.results_dir = (args.results_dir or (cpu_dir if args.cpu else store.RESULTS_DIR)).resolve()
     args.snippets_dir = args.snippets_dir.resolve()
     args.logs_dir = args.logs_dir and args.logs_dir.resolve()
     args.small = args.cpu  # small sizes on the CPU, full sizes on a GPU

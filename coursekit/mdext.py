@@ -12,7 +12,9 @@ Placeholders (one syntax family, ``{{ ... }}``; the kinds are the registry ``KIN
                                                     outside process 1's 10th-90th percentile band)
     {{ m02/crossover:@provenance.torch }}           a field of the result document itself
     {{ output m02/profile_breakdown:table }}        a stored text (a printed table) as a block
-    {{ figure m02/crossover }}                      function crossover() of snippets/m02/figures.py
+    {{ figure m02/crossover | What it shows }}      function crossover() of snippets/m02/figures.py,
+                                                    drawn as "Figure N." (numbered per page) with
+                                                    its caption, which every figure must have
     {{ m03/derived:by_tokens.1.predicted_us | .0f }} a value computed from stored results: where no
                                                     result m03/derived exists, function derived() of
                                                     snippets/m03/figures.py, called like a figure
@@ -35,19 +37,20 @@ once per build (coursekit/results.py caches them) and each figures.py is importe
 
 from __future__ import annotations
 
-import copy
+import contextlib
 import html
 import importlib.util
 import json
 import os
+import pickle
 import re
 from pathlib import Path
 
 from markdown import Extension
 from markdown.preprocessors import Preprocessor
 
+from coursekit import prose, scoreboard, stats
 from coursekit import results as store
-from coursekit import scoreboard, stats
 
 PLACEHOLDER = re.compile(r"(?<!\\)\{\{\s*(?P<body>[^{}]+?)\s*\}\}")
 FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
@@ -55,7 +58,10 @@ VALUE = re.compile(
     r"^(?P<key>[a-z0-9_]+/[a-z0-9_]+)\s*:\s*(?P<field>@?[\w.\-]+(?:\[[^\]]*\][\w.\-]*)*)\s*(?:\|\s*(?P<fmt>[^|]*))?$"
 )
 WORDS_PER_MINUTE = 220
+START_TAG = re.compile(r"""<[\w-]+(?:\s+[\w:-]+(?:=(?:"[^"]*"|'[^']*'|[^\s"'>]+))?)*""")  # up to its ">"
 STUB_MARK = '!!! note "In preparation"'
+UNIT_TEXT = {"us": " µs", "x": "×", "": ""}  # a stored unit as the prose writes it
+TAPPABLE = 'tabindex="0" role="button"'  # a measured number's provenance opens from the keyboard too
 DOWNLOADS = "downloads"  # site folder of the generated snippet downloads and raw data (coursekit/plugin.py)
 
 
@@ -70,8 +76,10 @@ class PlaceholderError(_BuildFailure):
 
 
 def prose_words(markdown_text: str) -> int:
-    """Words of prose: outside code fences, HTML tags, placeholders and snippet includes."""
+    """Words of prose: outside code fences, HTML tags, placeholders and snippet includes, and before
+    the chapter's ``## Exercises`` section (the exercises and their answers are not chapter prose)."""
     text = re.sub(r"^(```|~~~).*?^\1", " ", markdown_text, flags=re.S | re.M)
+    text = re.split(r"^## Exercises[ \t]*$", text, maxsplit=1, flags=re.M)[0]
     text = re.sub(r"<[^>]+>|\{\{.*?\}\}|--8<--.*", " ", text)
     return len(re.findall(r"[A-Za-z0-9][\w'’.-]*", text))
 
@@ -135,8 +143,13 @@ class ResultsPreprocessor(Preprocessor):
             "hardware-sets": self.hardware_sets,
             "scoreboard": self.scoreboard,
             "reading-time": self.reading_time,
+            "chapter-box": self.chapter_box,
         }
         self.line = 0  # the line being filled, in the text after snippet expansion
+        self.other_sets: list[str] = []  # the hardware sets beside the page's (run() finds them)
+        self.quiet = False  # filling for another set (per_set): a failure is a gap there, not an error
+        self.borrowed = False  # a look-up fell back to the reference set since on_set began
+        self.switchable = 0  # elements of the page that show per-set data (values, claim marks, figures)
 
     # ------------------------------------------------------------------ where and errors
     def page(self) -> Path | None:
@@ -171,6 +184,8 @@ class ResultsPreprocessor(Preprocessor):
         return f"{page or 'an unknown page'} (line {self.line} after snippet expansion)"
 
     def fail(self, placeholder: str, why: str):
+        if self.quiet:  # another set lacks it (per_set): no page and line to name, and no build to stop
+            raise PlaceholderError(why)
         raise PlaceholderError(f"{self.where(placeholder)}: {placeholder} — {why} (hardware {self.hardware!r})")
 
     def check_hardware(self):
@@ -192,7 +207,9 @@ class ResultsPreprocessor(Preprocessor):
         """The selected hardware's result; where it has none, the reference hardware's, marked.
 
         A machine that measured only some modules can still build the whole site: the numbers it
-        lacks come from the reference set, and each such number says so (class "fallback").
+        lacks come from the reference set, and each such number says so (class "fallback"). So can
+        a CPU set (``cpu-*``), whose small sizes may not reach a sweep point a page reads: there a
+        missing field is a gap too. In a GPU set's result a missing field is an error.
         """
         try:
             return store.lookup(key, field, self.hardware, self.results_dir)
@@ -202,9 +219,102 @@ class ResultsPreprocessor(Preprocessor):
                 or not store.result_path(key, store.REFERENCE_HARDWARE, self.results_dir).exists()
             ):
                 raise
-            if store.result_path(key, self.hardware, self.results_dir).exists():
+            if store.result_path(key, self.hardware, self.results_dir).exists() and not store.is_cpu_set(self.hardware):
                 raise  # the result exists here but lacks the field: that is an error, not a gap
+            self.borrowed = True
             return store.lookup(key, field, store.REFERENCE_HARDWARE, self.results_dir)
+
+    # ------------------------------------------------------------------ hardware sets side by side
+    @contextlib.contextmanager
+    def on_set(self, hardware: str, quiet: bool = True):
+        """Fill placeholders as if the page showed ``hardware`` (quietly: a failure is a gap)."""
+        saved = self.hardware, self.quiet, self.borrowed
+        self.hardware, self.quiet, self.borrowed = hardware, quiet, False
+        try:
+            yield
+        finally:
+            self.hardware, self.quiet, self.borrowed = saved
+
+    def own_or_reference(self, compute):
+        """``compute()`` on the page's set; where that is a CPU set whose small sizes lack what it
+        needs (a sweep point, a value a CPU cannot measure), on the reference set instead: what it
+        returns then names the reference's result, and the page marks it as borrowed."""
+        if not store.is_cpu_set(self.hardware) or self.quiet:
+            return compute()
+        try:
+            with self.on_set(self.hardware):
+                return compute()
+        except (PlaceholderError, KeyError, store.ResultError):
+            with self.on_set(store.REFERENCE_HARDWARE, quiet=False):
+                return compute()
+
+    def per_set(self, compute) -> dict:
+        """``compute()`` on each set beside the page's, {set: what it returned}; a set on which it
+        fails (a result or a field the set lacks) is left out."""
+        out = {}
+        for hw in self.other_sets:
+            with self.on_set(hw):
+                try:
+                    out[hw] = compute()
+                except (PlaceholderError, KeyError, store.ResultError):
+                    continue
+        return out
+
+    @staticmethod
+    def json_attr(name: str, value) -> str:
+        """`` name='<compact JSON>'``: single quotes, so that the JSON's own quotes need no escaping."""
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        return f" {name}='{html.escape(text, quote=False).replace(chr(39), '&#39;')}'"
+
+    def with_sets(self, element: str, values: dict[str, str]) -> str:
+        """A measured value's element with ``data-hw``: its text on each other set that measured it
+        itself (hardware.js swaps it in; a set not named shows the reference value, marked)."""
+        if not self.other_sets:
+            return element
+        self.switchable += 1
+        tag = START_TAG.match(element)  # the attribute goes last in the element's start tag
+        return element[: tag.end()] + self.json_attr("data-hw", values) + element[tag.end() :]
+
+    def ordered_sets(self, sets: list[str]) -> list[str]:
+        """The reference first, then the other GPU sets, then the CPU sets."""
+        return sorted(sets, key=lambda hw: (hw != store.REFERENCE_HARDWARE, store.is_cpu_set(hw), hw))
+
+    def set_marker(self) -> str:
+        """What hardware.js builds the page's set selector from: every set, labelled, in order."""
+        sets = self.ordered_sets([self.hardware, *self.other_sets])
+        marker = {
+            "sets": [[hw, store.set_label(hw, self.results_dir)] for hw in sets],
+            "page": self.hardware,
+            "reference": store.REFERENCE_HARDWARE,
+        }
+        return self.stash(f'<div class="hw-sets" hidden{self.json_attr("data-hw-sets", marker)}></div>')
+
+    def figure_sets(self, name: str, placeholder: str, used: dict, spec_json: str) -> str:
+        """The attributes ``figure()`` adds where a figure can be drawn on other sets too: the same
+        function called on each other set whose own results it reads, ``data-plotly-sets`` =
+        {set: {"data": traces}} (plus "layout" where it differs from the page's), and
+        ``data-plotly-reference``; figures.js draws the selected set solid, the reference dashed.
+        Nothing for a figure that names its sets itself (two runs compared) or borrows its data."""
+        if not self.other_sets or any(" (" in k or d["hardware"] != self.hardware for k, d in used.items()):
+            return ""
+        layout = json.loads(spec_json).get("layout", {})
+        sets = {}
+        for hw, (fig, used_here, _) in self.per_set(lambda: self.call_figures(name, placeholder)).items():
+            if not used_here or any(d["hardware"] != hw for d in used_here.values()):
+                continue  # drawn from the reference's data: nothing of its own to overlay
+            if not callable(getattr(fig, "to_json", None)):
+                continue
+            spec = json.loads(self.figure_json(fig))  # as the page's own spec is written
+            sets[hw] = {"data": spec.get("data", [])}
+            if spec.get("layout", {}) != layout:
+                sets[hw]["layout"] = spec.get("layout", {})
+        if not sets:
+            return ""
+        attr = self.json_attr("data-plotly-sets", sets)
+        self.switchable += 1
+        if len(attr) > 400_000:
+            self.fail(placeholder, f"the figure's other hardware sets are {len(attr)} bytes; keep them under 400 kB")
+        return f'{attr} data-plotly-reference="{html.escape(store.REFERENCE_HARDWARE)}"'
 
     def stash(self, html_text: str) -> str:
         return self.md.htmlStash.store(html_text)
@@ -245,6 +355,15 @@ class ResultsPreprocessor(Preprocessor):
 
     # ------------------------------------------------------------------ kinds
     def value(self, m: re.Match, placeholder: str) -> str:
+        text, doc, notes = self.own_or_reference(lambda: self.value_text(m, placeholder))
+        values = {}
+        for hw, (text_there, doc_there, _) in self.per_set(lambda: self.value_text(m, placeholder)).items():
+            if doc_there["hardware"] == hw:  # measured there, not borrowed from the reference
+                values[hw] = text_there
+        return self.stash(self.with_sets(self.measured_span(text, doc, notes), values))
+
+    def value_text(self, m: re.Match, placeholder: str) -> tuple[str, dict, list[str]]:
+        """A value's text on the page's set, the result it came from, and the notes for its hover."""
         key, field, fmt = m["key"], m["field"], (m["fmt"] or "").strip()
         want_range = fmt.endswith("range")
         fmt = fmt.removesuffix("range").strip()
@@ -267,9 +386,7 @@ class ResultsPreprocessor(Preprocessor):
             disagree = any(not node["p10"] <= v["median"] <= node["p90"] for v in values[1:])
         if store.is_summary(node):
             notes.append(
-                f"median of {node['n']}; {self.spread_words(node)} "
-                f"{self.format_number(node['p10'], fmt, placeholder, what)}–"
-                f"{self.format_number(node['p90'], fmt, placeholder, what)} {node.get('unit', '')}"
+                self.spread_note(node, *(self.format_number(node[q], fmt, placeholder, what) for q in ("p10", "p90")))
             )
             node = node["median"]
             values = [v["median"] if store.is_summary(v) else v for v in values]
@@ -290,12 +407,24 @@ class ResultsPreprocessor(Preprocessor):
                 text = lo
             else:
                 text = f"{lo} to {hi}" if min(values) < 0 else f"{lo}–{hi}"  # "-10–21" would read as a dash
-        return self.stash(self.measured_span(text, doc, notes))
+        return text, doc, notes
 
     @staticmethod
     def spread_words(s: dict) -> str:
-        # with few samples the nearest-rank percentiles are the extremes: say what they are
-        return "10th–90th percentile" if s["n"] >= 10 else "min–max"
+        """What a summary's p10 and p90 are (coursekit/stats.py takes nearest-rank percentiles, so
+        with few samples they are the extremes, or the next ones in)."""
+        rank = stats.percentile(range(s["n"]), 0.10)  # how many samples lie below p10 (and above p90)
+        if rank == 0:
+            return "min–max"
+        if rank == 1:
+            return f"10th–90th percentile (the 2nd of {s['n']} from each end)"
+        return "10th–90th percentile"
+
+    def spread_note(self, s: dict, p10: str, p90: str) -> str:
+        """A summary's hover note: 'median of 3 samples; min–max 7.1–7.9 µs'."""
+        unit = UNIT_TEXT.get(s.get("unit", ""), f" {s.get('unit', '')}".rstrip())
+        samples = "sample" if s["n"] == 1 else "samples"
+        return f"median of {s['n']} {samples}; {self.spread_words(s)} {p10}–{p90}{unit}"
 
     def source_words(self, doc: dict) -> str:
         if "derived_from" in doc:
@@ -308,11 +437,19 @@ class ResultsPreprocessor(Preprocessor):
         if doc["hardware"] != self.hardware:
             title = f"not measured on {self.hardware}: the {doc['hardware']} value; " + title
             css += " fallback"
-        return f'<span class="{css}" title="{html.escape(title)}">{html.escape(text)}</span>'
+        if len(text) > 20:  # a name or a phrase, not a number: it may wrap (course.css)
+            css += " words"
+        # a control: tap, click or Enter shows the title in a popover (docs/assets/javascripts/provenance.js)
+        return f'<span class="{css}" title="{html.escape(title)}" {TAPPABLE}>{html.escape(text)}</span>'
 
-    def call_figures(self, name: str, placeholder: str, run: int = 0):
+    def call_figures(self, name: str, placeholder: str, run: int = 0, hardware: str | None = None):
         """Call function <func> of snippets/<module>/figures.py with the results it asks for;
-        ``run`` picks which process's data each result gives (the last one a result has)."""
+        ``run`` picks which process's data each result gives (the last one a result has);
+        ``hardware``, the set it reads as the page's (default: the page's own). Where a CPU set's
+        small sizes cannot draw it, it is drawn from the reference set (its caption says so)."""
+        if hardware is not None and hardware != self.hardware:
+            with self.on_set(hardware, quiet=self.quiet):
+                return self.call_figures(name, placeholder, run)
         if not re.fullmatch(r"[a-z0-9_]+/[a-z0-9_]+", name):
             self.fail(placeholder, "a figure is named <module folder>/<function in its figures.py>")
         module_dir, func = name.split("/")
@@ -342,7 +479,9 @@ class ResultsPreprocessor(Preprocessor):
                 used[f"{key} ({hardware})"] = doc
             runs = [doc["data"], *doc.get("runs", [])]
             i = run if process is None else process - 1
-            return copy.deepcopy(runs[min(i, len(runs) - 1)])  # the store's copy is shared by every page
+            # the store's copy is shared by every page, so each call gets its own; a pickle round trip
+            # copies JSON data several times faster than copy.deepcopy (which dominated the build)
+            return pickle.loads(pickle.dumps(runs[min(i, len(runs) - 1)], pickle.HIGHEST_PROTOCOL))
 
         def keys(hardware: str | None = None) -> list[str]:
             """Every result key stored for a hardware set (the page's by default)."""
@@ -361,9 +500,13 @@ class ResultsPreprocessor(Preprocessor):
 
         try:
             return fn(results), used, path
-        except PlaceholderError:
-            raise
-        except Exception as exc:  # a bug in the figure code: name the figure, not just the page
+        except Exception as exc:
+            if store.is_cpu_set(self.hardware) and not self.quiet:
+                # a CPU set's small sizes lack what it reads: the reference's data, marked as borrowed
+                return self.call_figures(name, placeholder, run, hardware=store.REFERENCE_HARDWARE)
+            if isinstance(exc, PlaceholderError):
+                raise
+            # a bug in the figure code: name the figure, not just the page
             self.fail(placeholder, f"{path}:{func}() raised {type(exc).__name__}: {exc}")
 
     def computed(self, name: str, placeholder: str, run: int):
@@ -383,7 +526,9 @@ class ResultsPreprocessor(Preprocessor):
     def find(self, key: str, field: str, placeholder: str) -> store.Lookup:
         """A stored value, or one that snippets/<module>/figures.py computes from stored values."""
         try:
-            return self.lookup(key, field)
+            found = self.lookup(key, field)
+            self.borrowed |= found.doc["hardware"] != self.hardware
+            return found
         except (KeyError, store.ResultError) as exc:
             stored_error = str(exc).strip("'\"")
             module_dir, func = key.split("/")
@@ -397,6 +542,10 @@ class ResultsPreprocessor(Preprocessor):
                 or not re.search(rf"^def {re.escape(func)}\(", figures.read_text(), re.M)
             ):
                 self.fail(placeholder, stored_error)
+        if store.is_cpu_set(self.hardware) and not self.quiet:
+            found = self.own_or_reference(lambda: self.find(key, field, placeholder))
+            self.borrowed |= found.doc["hardware"] != self.hardware
+            return found
         computed, used, path = self.computed(key, placeholder, 0)
         if not used:
             self.fail(placeholder, f"{path}:{func}() read no stored result, so it measured nothing")
@@ -417,7 +566,11 @@ class ResultsPreprocessor(Preprocessor):
         # borrowed only where the page's own set lacked a result (not where figures.py asked for
         # another set by name, as the methodology page's comparison of two runs does)
         borrowed = [d["hardware"] for k, d in used.items() if " (" not in k and d["hardware"] != self.hardware]
+        if all(" (" in k for k in used) and self.hardware != store.REFERENCE_HARDWARE:
+            # it reads only sets it names (the reference's two runs): the same on every set, not this one's
+            borrowed = [store.REFERENCE_HARDWARE]
         hardware = borrowed[0] if borrowed else self.hardware
+        self.borrowed |= bool(borrowed)
         doc = {
             "snippet": f"snippets/{module_dir}/figures.py:{func}()",
             "hardware": hardware,
@@ -427,30 +580,74 @@ class ResultsPreprocessor(Preprocessor):
         }
         return store.Lookup(value, doc, path)
 
-    def figure(self, name: str, placeholder: str) -> str:
+    @staticmethod
+    def figure_json(fig) -> str:
+        """A figure's spec as the page carries it: no template (figures.js applies the page's palette)
+        and every axis with automargin, so that its tick labels and title grow the margin instead of
+        being clipped by it."""
+        fig.layout.template = None
+        fig.update_xaxes(automargin=True)
+        fig.update_yaxes(automargin=True)
+        return fig.to_json()
+
+    def figure_caption(self, rest: str, placeholder: str) -> tuple[str, str, int]:
+        """``{{ figure m03/speedup | Speed-up of each mode over eager }}``: the figure's name, its
+        caption (required: what the figure shows, in prose; `code` allowed) and its number on the
+        page. Figures are numbered per page in order of appearance: the count restarts with a
+        page's conversion (MkDocs converts each page with a Markdown instance of its own; a reused
+        instance starts its lines again)."""
+        name, _, caption = rest.partition("|")
+        name, caption = name.strip(), " ".join(caption.split())
+        if not caption:
+            self.fail(
+                placeholder,
+                f"a figure needs a caption that says what it shows: {{{{ figure {name} | <what it shows> }}}}",
+            )
+        typed = prose.find_typed(caption)
+        if typed:
+            self.fail(
+                placeholder,
+                f"the caption types a number that looks measured ({typed[0].text!r}): "
+                "say what the figure shows, the figure gives the numbers",
+            )
+        page, last, n = getattr(self, "_figure_count", (None, 0, 0))
+        if page != self.page() or self.line < last:
+            n = 0
+        self._figure_count = (self.page(), self.line, n + 1)
+        return name, caption, n + 1
+
+    def figure(self, rest: str, placeholder: str) -> str:
+        name = rest.partition("|")[0].strip()
         module_dir, _, func = name.partition("/")
         fig, used, path = self.call_figures(name, placeholder)
         if not callable(getattr(fig, "to_json", None)) or not hasattr(fig, "layout"):
             self.fail(placeholder, f"{path}:{func}() returned a {type(fig).__name__}, not a plotly Figure")
-        fig.layout.template = None  # the page's palette is applied in the browser (figures.js)
-        spec_json = fig.to_json()
+        name, caption, number = self.figure_caption(rest, placeholder)
+        spec_json = self.figure_json(fig)
         if len(spec_json) > 400_000:
             self.fail(placeholder, f"figure data is {len(spec_json)} bytes; keep a figure under 400 kB")
+        overlay = self.figure_sets(name, placeholder, used, spec_json)  # the other hardware sets' traces
         if len(used) > 4:  # a figure over many results (e.g. two whole runs): one line, not one per result
             sets = sorted({d["hardware"] for d in used.values()})
             keys = sorted({k.split(" (")[0] for k in used})
             first = next(iter(used.values()))
-            caption = (
+            provenance = (
                 f"Drawn from {len(used)} stored results ({html.escape(', '.join(keys))}) of the sets "
                 f"{html.escape(', '.join(sets))}, measured on {html.escape(_short_versions(first['provenance']))}; "
                 f"raw data under <code>downloads/data/</code>"
             )
         else:
-            caption = "; ".join(self.provenance_line(k, d, borrowed=" (" not in k) for k, d in used.items())
+            provenance = "; ".join(self.provenance_line(k, d, borrowed=" (" not in k) for k, d in used.items())
+        if overlay:  # the set this spec was drawn from, beside the others' (figures.js)
+            overlay += f' data-plotly-hardware="{html.escape(self.hardware)}"'
+        label = f"Figure {number}. {caption.replace('`', '')}"
+        shown = re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(caption, quote=False))
         return self.stash(
             f'<figure class="course-figure" id="fig-{html.escape(module_dir)}-{html.escape(func)}">'
-            f'<div class="course-plot" data-plotly="{html.escape(spec_json)}"></div>'
-            f'<figcaption class="provenance-line">{caption}</figcaption></figure>'
+            f'<div class="course-plot" role="img" aria-label="{html.escape(label)}" '
+            f'data-plotly="{html.escape(spec_json)}"{overlay}></div>'
+            f'<figcaption><p class="figure-caption"><span class="figure-number">Figure {number}.</span> {shown}</p>'
+            f'<p class="provenance-line">{provenance}</p></figcaption></figure>'
         )
 
     def output(self, body: str, placeholder: str) -> str:
@@ -584,20 +781,46 @@ class ResultsPreprocessor(Preprocessor):
           (the largest over its processes) under B's 10th (the smallest). A literal is exact.
 
         On the reference hardware a claim that does not hold stops the build; on any other hardware
-        the page marks it."""
-        holds, shown = self.verdict(body, placeholder)
-        if holds:
-            return ""
+        the page marks it. Every other set's verdict goes on the mark too (``data-hw-fails``), for
+        hardware.js to show when the reader selects that set. A set decides a claim only on its own
+        measurements: where it lacks an operand (borrowed from the reference, or too few samples),
+        the claim is not marked there."""
         if self.hardware == store.REFERENCE_HARDWARE:
-            self.fail(
-                placeholder,
-                f"the prose claims this, but the measured spreads overlap or reverse: {shown}: "
-                "re-read the paragraph against the numbers, and reword or drop the claim",
-            )
-        return self.stash(
-            f'<span class="claim-fails" title="{html.escape(body)}">[on {html.escape(self.hardware)} '
-            f"the measurement does not bear out the claim next to this mark]</span>"
+            holds, shown = self.verdict(body, placeholder)
+            if not holds:
+                self.fail(
+                    placeholder,
+                    f"the prose claims this, but the measured spreads overlap or reverse: {shown}: "
+                    "re-read the paragraph against the numbers, and reword or drop the claim",
+                )
+            fails_here = False
+        else:
+            fails_here = self.fails_on_own_data(body, placeholder)
+        fails = [self.hardware] if fails_here else []
+        fails += [hw for hw, f in self.per_set(lambda: self.fails_on_own_data(body, placeholder)).items() if f]
+        if not fails:
+            return ""
+        self.switchable += 1
+        text = (
+            f"[on {html.escape(self.hardware)} the measurement does not bear out the claim next to this mark]"
+            if fails_here
+            else ""  # hardware.js writes it when the reader selects a set it fails on
         )
+        return self.stash(
+            f'<span class="claim-fails" data-hw-fails="{html.escape(" ".join(fails))}" '
+            f'title="{html.escape(body)}"{"" if fails_here else " hidden"}>{text}</span>'
+        )
+
+    def fails_on_own_data(self, body: str, placeholder: str) -> bool:
+        """Whether a claim fails on the page's set, decided on that set's own measurements only
+        (False where it cannot be decided there: an operand borrowed from the reference, or one the
+        set lacks or has too few samples of)."""
+        with self.on_set(self.hardware):
+            try:
+                holds, _ = self.verdict(body, placeholder)
+            except (PlaceholderError, KeyError, store.ResultError):
+                return False
+            return not holds and not self.borrowed
 
     def verdict(self, body: str, placeholder: str) -> tuple[bool, str]:
         """Whether a claim holds (the rule is in ``claim``), and the numbers it was decided on."""
@@ -622,13 +845,15 @@ class ResultsPreprocessor(Preprocessor):
         if not bar or not value or not source:
             self.fail(placeholder, "a cited figure needs both halves: {{ cited VALUE | SOURCE }}")
         return self.stash(
-            f'<span class="cited" title="{html.escape("cited, not measured here: " + source)}">'
+            f'<span class="cited" title="{html.escape("cited, not measured here: " + source)}" {TAPPABLE}>'
             f"{html.escape(value)}</span>"
         )
 
     def hardware_sets(self, rest: str, placeholder: str) -> str:
+        """A table of every hardware set: its name on the site, folder, versions, dates, ceilings. A
+        plain table in a div: Material styles and scroll-wraps tables that carry no class of their own."""
         rows = []
-        for hw in store.hardware_sets(self.results_dir):
+        for hw in self.ordered_sets(store.hardware_sets(self.results_dir)):
             try:
                 docs = [store.load(p) for p in sorted((self.results_dir / hw).rglob("*.json"))]
             except store.ResultError as exc:
@@ -642,11 +867,15 @@ class ResultsPreprocessor(Preprocessor):
             if ceil.exists():
                 c = store.load(ceil)["data"]
                 try:
-                    copy, gemm = f"{c['copy']['GBps']['median']:,.0f}", f"{c['gemm']['TFLOPs']['median']:,.0f}"
+                    copy, gemm = (
+                        f"{v:,.0f}" if v >= 100 else f"{v:.3g}"  # a CPU set's ceilings are small numbers
+                        for v in (c["copy"]["GBps"]["median"], c["gemm"]["TFLOPs"]["median"])
+                    )
                 except (KeyError, TypeError, ValueError) as exc:
                     self.fail(placeholder, f"{ceil}: no copy.GBps / gemm.TFLOPs summary ({exc!r})")
             processes = max(d["provenance"].get("processes", 1) for d in docs)
             cells = [
+                store.set_label(hw, self.results_dir),
                 hw,
                 prov["gpu"],
                 prov["driver"],
@@ -663,6 +892,7 @@ class ResultsPreprocessor(Preprocessor):
             ]
             rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
         head = [
+            "set",
             "folder",
             "GPU",
             "driver",
@@ -678,11 +908,11 @@ class ResultsPreprocessor(Preprocessor):
             "bf16 GEMM TFLOP/s",
         ]
         return self.stash(
-            '<table class="hardware-sets"><thead><tr>'
+            '<div class="hardware-sets"><table><thead><tr>'
             + "".join(f"<th>{h}</th>" for h in head)
             + "</tr></thead><tbody>"
             + "".join(rows)
-            + "</tbody></table>"
+            + "</tbody></table></div>"
         )
 
     def scoreboard(self, rest: str, placeholder: str) -> str:
@@ -705,17 +935,16 @@ class ResultsPreprocessor(Preprocessor):
             num = lambda v, fmt: self.measured_span(format(v, fmt), doc, [])  # noqa: E731
             digits = ",.1f" if r["theirs"] < 10_000 else ",.0f"
             spread = "per-round ratios, same rounds" if r["paired"] else "ratio of medians; spread from both ends"
-            ratio = (
-                f'{num(r["ratio"], ".2f")} <small title="10th percentile: {html.escape(spread)}">'
-                f"(p10 {num(r['ratio_p10'], '.2f')})</small>"
-            )
+            p10 = self.measured_span(format(r["ratio_p10"], ".2f"), doc, [f"10th percentile of the ratio: {spread}"])
+            ratio = f"{num(r['ratio'], '.2f')} <small>(p10 {p10})</small>"
+            unit = UNIT_TEXT.get(r["unit"], f" {html.escape(r['unit'])}")
             verdict = "meets" if r["meets"] else "<strong>misses</strong>"
             chapter = r["chapter"].removesuffix(".md")
             cells = [
                 html.escape(r["name"]),
                 html.escape(r["peer"]),
-                f"{num(r['ours'], digits)} {html.escape(r['unit'])}",
-                f"{num(r['theirs'], digits)} {html.escape(r['unit'])}",
+                f"{num(r['ours'], digits)}{unit}",
+                f"{num(r['theirs'], digits)}{unit}",
                 ratio,
                 f'<span class="constant">{r["bar"]:.2f}</span>',
                 verdict,
@@ -744,11 +973,11 @@ class ResultsPreprocessor(Preprocessor):
         return self.stash(
             f'<p class="scoreboard-summary">{len(rows)} races on {html.escape(self.hardware)}: '
             f"{met} meet their bar, {len(rows) - met} miss it.</p>"
-            '<div class="md-typeset__scrollwrap"><table class="scoreboard"><thead><tr>'
+            '<div class="md-typeset__scrollwrap"><div class="md-typeset__table"><table class="scoreboard"><thead><tr>'
             + "".join(f"<th>{h}</th>" for h in head)
             + "</tr></thead><tbody>"
             + "".join(body)
-            + "</tbody></table></div>"
+            + "</tbody></table></div></div>"
         )
 
     def reading_time(self, pages: str, placeholder: str) -> str:
@@ -765,6 +994,101 @@ class ResultsPreprocessor(Preprocessor):
             written += 1
         text = f"{max(1, round(words / WORDS_PER_MINUTE))} min" if written else "in preparation"
         return self.stash(f'<span class="reading-time">{text}</span>')
+
+    def chapter_box(self, rest: str, placeholder: str) -> str:
+        """``{{ chapter-box }}`` under a chapter's title: what it builds on (includes/chapters.yml), its
+        reading time, the snippets it runs (their downloads), the GPU seconds their stored results
+        took on the reference set, and its notebook; ``{{ chapter-box m02 }}`` names the module.
+        ``{{ chapter-box all }}`` is a table of every module (what its downloads import, the GPUs
+        and GPU seconds its results took) and ``{{ chapter-box total }}`` the GPU time of every
+        stored result: the "Run it yourself" page. The data: coursekit/chapters.py."""
+        from coursekit import chapters
+
+        arg, prefix, reference = rest.strip(), self.url_prefix(), store.REFERENCE_HARDWARE
+
+        def gpu_time(spent, text: str) -> str:
+            doc = {
+                "snippet": "coursekit/chapters.py:spent()",
+                "hardware": reference,
+                "provenance": spent.provenance,
+                "derived_from": list(spent.results),
+            }
+            how = (
+                f"GPU seconds on {reference}: each result's processes' wall time (provenance duration_s) times the "
+                f"GPUs it held, summed; measured {spent.dates[0]} to {spent.dates[1]}"
+            )
+            return self.measured_span(text, doc, [how])
+
+        def link(chapter) -> str:
+            url = prefix + chapter.page.removesuffix(".md") + "/"
+            return f'<a href="{html.escape(url)}">{html.escape(chapter.title)}</a>'
+
+        try:
+            known = chapters.chapters(self.docs_dir)
+            every = [store.snippet_key(p) for p in store.snippet_files(self.snippets_dir)]
+            if arg == "total":
+                spent = chapters.spent(every, reference, self.results_dir)
+                return self.stash(gpu_time(spent, f"{spent.seconds:,.0f} GPU seconds"))
+            if arg == "all":
+                rows = []
+                for module, chapter in known.items():
+                    keys = chapters.snippet_keys(module, self.snippets_dir)
+                    spent = chapters.spent(keys, reference, self.results_dir)
+                    required, optional = chapters.requirements(module, self.snippets_dir)
+                    imports = [f"<code>{html.escape(n)}</code>" for n in required]
+                    imports += [f"<code>{html.escape(n)}</code> (optional)" for n in optional]
+                    before = ", ".join(p.removeprefix("m") for p in chapter.prerequisites) or "—"
+                    cells = [link(chapter), before, ", ".join(imports), str(spent.gpus), str(len(keys))]
+                    rows.append(cells + [gpu_time(spent, f"{spent.seconds:,.0f}")])
+                spent = chapters.spent(every, reference, self.results_dir)
+                others = sorted({k.split("/")[0] for k in every} - set(known))
+                rows.append(
+                    [f"All, with {', '.join(others)}" if others else "All", "", "", str(spent.gpus), str(len(every))]
+                    + [gpu_time(spent, f"{spent.seconds:,.0f}")]
+                )
+                head = ["Module", "Builds on", "Imports", "GPUs", "Snippets", "GPU seconds (reference)"]
+                return self.stash(  # no class: Material styles it, and wraps it to scroll, as a Markdown table
+                    "<table><thead><tr>"
+                    + "".join(f"<th>{h}</th>" for h in head)
+                    + "</tr></thead><tbody>"
+                    + "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+                    + "</tbody></table>"
+                )
+            page = self.page()
+            module = arg or (chapters.module_of(page.relative_to(self.docs_dir).as_posix()) if page else None)
+            if module not in known:
+                self.fail(
+                    placeholder,
+                    f"{module or 'this page'} is no module of includes/chapters.yml: a chapter box goes on a "
+                    "chapter page (docs/part-*/NN-*.md) or names its module, {{ chapter-box m02 }}",
+                )
+            chapter = known[module]
+            keys = chapters.snippet_keys(module, self.snippets_dir)
+            spent = chapters.spent(keys, reference, self.results_dir)
+        except chapters.ChapterError as exc:
+            self.fail(placeholder, str(exc))
+        if not (self.docs_dir / chapter.notebook).exists():
+            self.fail(placeholder, f"no {self.docs_dir / chapter.notebook}: run `python scripts/notebooks.py`")
+        runs = ", ".join(
+            f'<a download href="{html.escape(self.snippet_link(k))}"><code>{html.escape(k.split("/")[1])}.py</code></a>'
+            for k in keys
+        )
+        gpus = f" on {spent.gpus} GPUs" if spent.gpus > 1 else ""
+        before = ", ".join(link(known[p]) for p in chapter.prerequisites) or "nothing: start here"
+        items = [
+            f"<strong>Builds on</strong>: {before}",
+            f"<strong>Reading time</strong>: {self.reading_time(chapter.page, placeholder)}",
+            f"<strong>Runs</strong> (each snippet a file that runs alone): {runs}",
+            f"<strong>GPU time</strong>: {gpu_time(spent, f'{spent.seconds:,.0f} s')} for "
+            f"its {len(spent.results)} stored results, {spent.processes} processes{gpus}, on the reference set",
+            f'<strong>Notebook</strong>: <a href="{prefix}{html.escape(chapter.notebook.removesuffix(".ipynb"))}/">'
+            "this chapter's code run on a CPU, and its figures redrawn from the stored results</a>",
+        ]
+        return self.stash(
+            '<div class="admonition info chapter-box"><p class="admonition-title">This chapter</p><ul>'
+            + "".join(f"<li>{item}</li>" for item in items)
+            + "</ul></div>"
+        )
 
     # ------------------------------------------------------------------ dispatch
     def fill(self, m: re.Match) -> str:
@@ -805,6 +1129,9 @@ class ResultsPreprocessor(Preprocessor):
 
     def run(self, lines):
         self.check_hardware()
+        sets = store.hardware_sets(self.results_dir)
+        self.other_sets = self.ordered_sets([hw for hw in sets if hw != self.hardware])
+        self.switchable = 0
         fence = None  # the opening fence (character run) while inside a fenced block
         out = []
         for self.line, line in enumerate(lines, 1):
@@ -824,6 +1151,8 @@ class ResultsPreprocessor(Preprocessor):
                 line = PLACEHOLDER.sub(self.fill, line)
                 line = line.replace("\\{{", "{{")
             out.append(line)
+        if self.switchable:  # a page that shows something measured: hardware.js builds its set selector
+            out += ["", self.set_marker()]  # a block of its own (a trailing "" would put it in a <p>)
         return out
 
 

@@ -16,11 +16,32 @@ The course's notebooks have no Mermaid diagram, so the script is dead code that 
 ``on_page_content`` removes it, and fails the build when a notebook has a Mermaid diagram
 (mermaid.js would then have to be self-hosted) or when the script is not in the shape it knows
 (a new nbconvert: look at what it writes now).
+
+Notebook pages are restyled as the site's own pages: nbconvert's ``lab`` template inlines
+JupyterLab's stylesheets (about 0.6 MB on every notebook page, in light-theme colours only) and a
+copy-button script of its own. ``on_page_content`` removes them and turns each code cell's
+``<div class="highlight-ipynb"><pre>`` into Material's ``<div class="highlight"><pre><code>``, so
+code takes the theme's colours in light and dark mode and Material's copy button; a few lines of
+CSS (``NOTEBOOK_CSS``) lay out the cells. A notebook page also gets a link to download the
+notebook (mkdocs-jupyter's ``include_source`` copies the ``.ipynb`` beside the page, and Material
+draws no link to it). The module notebooks (``notebooks/mNN.ipynb``) are kept out of the search
+index (their chapters hold the same code and text, and the index is fetched by every page; Material's
+``data-search-exclude`` cannot exclude a cell: its parser compares elements by tag name, so the
+first ``</div>`` inside ends the exclusion). A notebook whose code cells were not run (a cell
+without an execution count, other than those tagged ``skip-execution``) fails the build:
+scripts/notebooks.py runs them.
+
+And it gives the ``abbr`` extension its glossary: every ``*[HBM]: High-bandwidth memory`` line of
+includes/abbreviations.md, explained on hover on every page. pymdownx.snippets' ``auto_append``
+would append the file to the text of every page too, but also to every code block that the tests
+expand with the site's snippets settings (tests/test_codeblocks.py), where it is not Python.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from html import escape
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
@@ -36,9 +57,57 @@ _MERMAID_LOADER = re.compile(
     r'const diagrams = document\.querySelectorAll\("\.jp-Mermaid > pre\.mermaid"\);.*?</script>\s*',
     re.S,
 )
+# What nbconvert's template adds that the site's own theme does: stylesheets, its copy buttons and
+# their script, and a hidden copy of each cell's code for them.
+_NOTEBOOK_CHROME = re.compile(
+    r"<style\b[^>]*>.*?</style>\s*"
+    r"|<script>\s*\(function \(global, factory\).*?</script>\s*"
+    r"|<script>\s*document\.addEventListener\('clipboard-copy'.*?</script>\s*"
+    r'|<div class="zeroclipboard-container">\s*<clipboard-copy\b.*?</clipboard-copy>\s*</div>\s*'
+    r'|<div class="clipboard-copy-txt" id="cell-\d+">.*?</div>\s*',
+    re.S,
+)
+_NOTEBOOK_CODE = re.compile(r'<div class="highlight-ipynb hl-python"><pre>(.*?)</pre></div>', re.S)
+NOTEBOOK_MODULE = re.compile(r"notebooks/m\d\d\.ipynb")
+NOTEBOOK_CSS = """<style>
+.jupyter-wrapper .jp-InputPrompt, .jupyter-wrapper .jp-OutputPrompt, .jupyter-wrapper .jp-Collapser,
+.jupyter-wrapper .anchor-link { display: none; }
+.jupyter-wrapper .jp-CodeCell { margin: 0 0 1.2em; }
+.jupyter-wrapper .celltoolbar { font-size: .7rem; margin-bottom: -.6em; }
+.jupyter-wrapper .cell-tag { border: 1px solid var(--md-default-fg-color--lighter); border-radius: .2rem;
+  padding: 0 .3em; margin-right: .3em; }
+.jupyter-wrapper .jp-OutputArea-output > pre { margin: -.4em 0 0; padding: .5em .8em; overflow-x: auto;
+  font-size: .8em; border-left: .2rem solid var(--md-default-fg-color--lighter); }
+</style>"""
+ABBREVIATIONS = store.ROOT / "includes" / "abbreviations.md"
+ABBREVIATION = re.compile(r"^\*\[(?P<abbr>[^\]]+)\]:\s*(?P<title>\S.*)$")
+
+
+def glossary(path: Path = ABBREVIATIONS) -> dict[str, str]:
+    """``*[ABBR]: what it stands for`` lines (the abbr extension's syntax), one per line; any other
+    non-blank line, or an abbreviation defined twice, is an error naming the file and line."""
+    found: dict[str, str] = {}
+    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip() or line.startswith("<!--"):
+            continue
+        m = ABBREVIATION.match(line)
+        if not m:
+            raise PluginError(f"{path}:{number}: not an abbreviation line `*[ABBR]: what it stands for`: {line!r}")
+        if m["abbr"] in found:
+            raise PluginError(f"{path}:{number}: {m['abbr']} is defined twice")
+        found[m["abbr"]] = m["title"].strip()
+    return found
 
 
 class CoursePlugin(BasePlugin):
+    def on_config(self, config):
+        repo = re.fullmatch(r"https://github\.com/([^/]+/[^/]+?)/?", config.repo_url or "")
+        if repo and config.repo_name in (None, "GitHub"):  # MkDocs names every GitHub repository "GitHub"
+            config.repo_name = repo[1]
+        if "abbr" in config.markdown_extensions:
+            config.mdx_configs.setdefault("abbr", {})["glossary"] = glossary()
+        return config
+
     def on_files(self, files: Files, config) -> Files:
         for path in store.snippet_files():
             key = store.snippet_key(path)
@@ -63,4 +132,37 @@ class CoursePlugin(BasePlugin):
                 f"{where}: nbconvert's Mermaid loader (an import from cdnjs) was found {found} times where one was "
                 "expected, or something of it is left: coursekit/plugin.py must learn the new template"
             )
-        return html
+        cells = json.loads(Path(page.file.abs_src_path).read_text())["cells"]
+        unrun = [
+            i
+            for i, cell in enumerate(cells, 1)
+            if cell["cell_type"] == "code"
+            and cell.get("execution_count") is None
+            and "skip-execution" not in cell.get("metadata", {}).get("tags", [])
+        ]
+        if unrun:
+            raise PluginError(
+                f"{where}: code cells {unrun} were never run, so the page would show them without outputs: "
+                "run `python scripts/notebooks.py` (it executes every notebook on the CPU and saves the outputs)"
+            )
+        html, chrome = _NOTEBOOK_CHROME.subn("", html)
+        html, code = _NOTEBOOK_CODE.subn(r'<div class="highlight"><pre><code>\1</code></pre></div>', html)
+        coded = sum(c["cell_type"] == "code" for c in cells)
+        if not chrome or code != coded or re.search(r"highlight-ipynb|<clipboard-copy|<style", html):
+            raise PluginError(
+                f"{where}: nbconvert's stylesheets, copy buttons or code blocks are not where coursekit/plugin.py "
+                f"expects them ({chrome} removed, {code} code blocks for {coded} code cells): it must learn the "
+                "new template"
+            )
+        html = NOTEBOOK_CSS + html
+        if NOTEBOOK_MODULE.fullmatch(where):
+            page.meta["search"] = {**(page.meta.get("search") or {}), "exclude": True}
+        name = Path(where).name
+        link = (
+            f'<p class="notebook-download"><a download href="{escape(name)}">Download the notebook '
+            f"({escape(name)})</a> to run it in Jupyter, inside a clone of the repository or anywhere else.</p>"
+        )
+        title_end = html.find("</h1>")  # below the notebook's title
+        if title_end < 0:
+            return link + html
+        return html[: title_end + 5] + link + html[title_end + 5 :]

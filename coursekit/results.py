@@ -7,9 +7,10 @@ One JSON file per snippet and hardware. Its layout (``SCHEMA_VERSION`` 2):
       "key": "m02/host_overhead",               # <module folder>/<snippet stem>
       "snippet": "snippets/m02/host_overhead.py",
       "snippet_hash": "sha256 of the snippet's AST and the definitions it uses (coursekit/deps.py)",
-      "hardware": "nvidia-h200",
+      "hardware": "nvidia-h200",                # or cpu-<name>: a CPU run at small sizes (build.py --cpu)
       "provenance": {gpu, driver, cuda, torch, triton, python, cpu, date, commit, repetitions,
-                     duration_s, processes, durations_s, workers, gpu_index, cpu_affinity, ...},
+                     duration_s, processes, durations_s, workers, gpu_index, cpu_affinity,
+                     sizes ("small" on a CPU set), ...},
       "data": {... what process 1's measure() returned; timings are coursekit.stats summaries},
       "runs": [{... process 2's data}, ...]     # only when the snippet ran in several processes
     }
@@ -35,6 +36,8 @@ SNIPPETS_DIR = ROOT / "snippets"
 RESULTS_DIR = ROOT / "build_results"
 REFERENCE_HARDWARE = "nvidia-h200"
 SCHEMA_VERSION = 2
+CPU_GPU = "none (CPU run)"  # provenance.gpu of every result measured without a GPU
+SMALL = "small"  # provenance.sizes of a CPU run: the snippets' measure(small=True)
 
 PROVENANCE_FIELDS = (
     "gpu",
@@ -227,6 +230,14 @@ def validate(doc, where: str = "result") -> None:
         raise ResultError(f"{where}: {exc}") from None
     if prov["repetitions"] != doc["data"]["repetitions"]:
         raise ResultError(f"{where}: provenance.repetitions differs from data.repetitions")
+    # a CPU set is named as one, and a GPU set holds no CPU run: nobody mistakes one for the other
+    if is_cpu_set(doc["hardware"]) and prov["gpu"] != CPU_GPU:
+        raise ResultError(f"{where}: hardware {doc['hardware']!r} is a CPU set, but provenance.gpu is {prov['gpu']!r}")
+    if not is_cpu_set(doc["hardware"]) and (prov["gpu"] == CPU_GPU or prov.get("sizes") == SMALL):
+        raise ResultError(
+            f"{where}: a CPU run at small sizes in the folder {doc['hardware']!r}; a CPU set's folder is "
+            "named cpu or cpu-<name> (python scripts/build_results.py --cpu --publish)"
+        )
 
 
 # ---------------------------------------------------------------- reading and writing
@@ -286,6 +297,28 @@ def hardware_sets(results_dir: Path = RESULTS_DIR) -> list[str]:
     """The hardware folders holding results (dot-folders and loose files are not sets)."""
     d = Path(results_dir)
     return sorted(p.name for p in d.iterdir() if p.is_dir() and SLUG.fullmatch(p.name)) if d.is_dir() else []
+
+
+def is_cpu_set(hardware: str) -> bool:
+    """A set measured on the CPU at the snippets' small sizes: its folder is ``cpu`` or ``cpu-<name>``."""
+    return hardware == "cpu" or hardware.startswith("cpu-")
+
+
+def set_label(hardware: str, results_dir: Path = RESULTS_DIR) -> str:
+    """How the site names a set to a reader: the reference GPU, a second run of a set, a CPU set
+    at small sizes, or the GPU named in the set's provenance."""
+    folder = Path(results_dir) / hardware
+    first = next(iter(sorted(folder.rglob("*.json"))), None)
+    gpu = load(first)["provenance"]["gpu"] if first else hardware
+    gpu = gpu.removeprefix("NVIDIA ")
+    if is_cpu_set(hardware):
+        return "CPU, small sizes" + ("" if hardware in ("cpu", "cpu-small") else f" ({hardware})")
+    if hardware == REFERENCE_HARDWARE:
+        return f"{gpu} (reference)"
+    base = hardware.removesuffix("-rerun")
+    if base != hardware and (Path(results_dir) / base).is_dir():
+        return f"{gpu}, second run"
+    return gpu
 
 
 @dataclass

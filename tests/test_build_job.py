@@ -557,3 +557,47 @@ def test_snippets_spanning_every_gpu_run_alone_last_with_all_of_them(tmp_path, m
     assert store.load(store.result_path("mx/one", "cpu", results))["provenance"]["workers"] == 2
     order = [line for line in proc.stdout.splitlines() if "running" in line]
     assert "mx/spans" in order[-1], order  # started after every other snippet
+
+
+# ---------------------------------------------------------------- the published CPU set (issue 16)
+
+
+def test_cpu_publish_writes_a_labelled_cpu_set_and_lists_what_it_lacks(tmp_path):
+    """--cpu --publish writes build_results/cpu-small/ beside the GPU sets: results that say CPU and
+    small sizes, and a README naming each snippet without a result there, with the reason; a later
+    run of some snippets keeps the reasons of the others."""
+    snippets, results, _ = make_tree(tmp_path, quick=QUICK, raises=RAISES)
+    proc = build(snippets, results, "--cpu", "--publish")
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # mx/raises failed: named, the rest written
+    assert store.hardware_sets(results) == ["cpu-small"]
+    doc = store.load(store.result_path("mx/quick", "cpu-small", results))
+    assert doc["hardware"] == "cpu-small"
+    assert doc["provenance"]["gpu"] == store.CPU_GPU and doc["provenance"]["sizes"] == store.SMALL
+    readme = (results / "cpu-small" / "README.md").read_text()
+    assert "This is not GPU data" in readme
+    assert "| `mx/raises` | exit code 1: RuntimeError: snippet broke |" in readme, readme
+    assert "`mx/quick`" not in readme
+    proc = build(snippets, results, "--cpu", "--publish", "--only", "mx/quick", "--force")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (
+        "| `mx/raises` | exit code 1: RuntimeError: snippet broke |"
+        in (results / "cpu-small" / "README.md").read_text()
+    )
+
+
+def test_cpu_and_gpu_sets_cannot_be_mistaken_for_each_other(tmp_path):
+    """--publish needs --cpu; a CPU run's folder is named cpu or cpu-<name>; and the store refuses a
+    CPU run's result in a folder named like a GPU's, or a GPU's in a CPU set."""
+    snippets, results, _ = make_tree(tmp_path, quick=QUICK)
+    proc = build(snippets, results, "--publish")
+    assert proc.returncode == 2 and "--publish is for a CPU run" in proc.stderr, proc.stderr
+    proc = build(snippets, results, "--cpu", "--hardware", "nvidia-h200")
+    assert proc.returncode == 2 and "a CPU set's folder is named cpu or cpu-<name>" in proc.stderr, proc.stderr
+    assert not results.exists() or not list(results.rglob("*.json"))
+    cpu_in_gpu_folder = dict(result_doc("mx/quick"), hardware="nvidia-h200")
+    with pytest.raises(store.ResultError, match="a CPU run at small sizes in the folder 'nvidia-h200'"):
+        store.validate(cpu_in_gpu_folder)
+    gpu_in_cpu_folder = result_doc("mx/quick")
+    gpu_in_cpu_folder["provenance"] = dict(gpu_in_cpu_folder["provenance"], gpu="NVIDIA H200")
+    with pytest.raises(store.ResultError, match="is a CPU set, but provenance.gpu"):
+        store.validate(dict(gpu_in_cpu_folder, hardware="cpu-small"))

@@ -31,7 +31,7 @@ import symtable
 import markdown
 import pytest
 import yaml
-from conftest import ROOT, run_python, run_reader_code, run_script_once
+from conftest import ROOT, run_reader_code, run_script_once
 from pytest_codeblocks import extract_from_buffer
 
 INCLUDE = re.compile(r'^\s*--8<--\s+"([^"]+)"\s*$')
@@ -293,18 +293,4 @@ def test_code_block_runs(block, tmp_path):
         )
 
 
-NOTEBOOKS = sorted((ROOT / "docs").rglob("*.ipynb"))
-
-
-@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: str(p.relative_to(ROOT / "docs")))
-def test_notebook_code_runs(notebook, tmp_path):
-    """The site renders notebooks with mkdocs-jupyter (execute: false), so their code is run here."""
-    import json
-
-    cells = json.loads(notebook.read_text())["cells"]
-    code = "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
-    assert code.strip(), f"{notebook} has no code"
-    script = tmp_path / "notebook.py"
-    script.write_text(code)
-    proc = run_python([str(script)])  # from the repository root, as the notebook says
-    assert proc.returncode == 0, proc.stderr[-3000:]
+# The notebooks (docs/notebooks/) are executed by tests/test_notebooks.py, downloaded from the built site.

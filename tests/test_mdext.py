@@ -2,6 +2,7 @@
 and line; claims hold on spreads; list items are chosen by their fields; the build stays fast."""
 
 import copy
+import html
 import json
 import math
 import re
@@ -324,7 +325,7 @@ def test_synthetic_site_of_fourteen_modules_builds_within_a_minute(tmp_path):
         for j in range(30):
             k = j % 12
             lines.append(f"At {2**k} tokens: {{{{ m{m:02d}/s{j % 3}:points[tokens={2**k}].us | .1f }}}} us.")
-        lines += [f"{{{{ figure m{m:02d}/fig_{i} }}}}" for i in range(3)]
+        lines += [f"{{{{ figure m{m:02d}/fig_{i} | a synthetic figure }}}}" for i in range(3)]
         lines.append(f"{{{{ assert m{m:02d}/s0:points[tokens=1].us < m{m:02d}/s0:points[tokens=2048].us }}}}")
         (docs / f"m{m:02d}.md").write_text("\n\n".join(lines) + "\n")
         nav.append(f"m{m:02d}.md")
@@ -387,3 +388,130 @@ def test_claims_refuse_medians_and_single_samples(site):
         doc("mx/one", data(once={**summary(3.0), "n": 1})),
     )
     fails(site, "{{ assert mx/one:once > 1 }}", "fewer than 3 samples")
+
+
+# ---------------------------------------------------------------- hardware sets side by side (issue 16)
+
+
+def add_set(site, hardware, key="mx/a", **fields):
+    """A result of another hardware set; a CPU set's says CPU and small sizes, as the build job writes."""
+    d = doc(key, data(**fields), hardware=hardware)
+    if store.is_cpu_set(hardware):
+        d["provenance"].update(gpu=store.CPU_GPU, sizes=store.SMALL)
+    store.write_atomic(store.result_path(key, hardware, site / "build_results"), d)
+
+
+def attr_json(text, name):
+    """Every ``name='<json>'`` attribute of the HTML, parsed."""
+    return [json.loads(html.unescape(v)) for v in re.findall(rf"{name}='([^']*)'", text)]
+
+
+def test_a_value_carries_its_text_on_every_set_that_measured_it(site):
+    add_set(site, "cpu-small", fast=summary(1234.5, 1200.0, 1300.0))
+    add_set(site, "nvidia-h200-rerun", key="mx/other")  # a set without mx/a
+    out = convert(site, "{{ mx/a:fast | ,.1f }} and {{ mx/a:points[tokens=4096].us | .1f }}")
+    assert ">10.0<" in out and ">50.0<" in out  # the page's own set
+    # the same format on each set; a set without the value (the rerun; the CPU's small sizes) is left out
+    assert attr_json(out, "data-hw") == [{"cpu-small": "1,234.5"}, {}]
+    assert attr_json(out, "data-hw-sets") == [
+        {
+            "sets": [
+                ["nvidia-h200", "Test GPU (reference)"],
+                ["nvidia-h200-rerun", "Test GPU, second run"],
+                ["cpu-small", "CPU, small sizes"],
+            ],
+            "page": "nvidia-h200",
+            "reference": "nvidia-h200",
+        }
+    ]
+
+
+def test_a_site_of_one_set_carries_no_set_data(site):
+    out = convert(site, "{{ mx/a:fast }} {{ assert mx/a:fast < mx/a:slow }}")
+    assert "data-hw" not in out and "hw-sets" not in out
+
+
+def test_a_cpu_set_builds_with_the_reference_where_its_small_sizes_stop(site):
+    """Selected as the page's set, a CPU set's missing sweep point is the reference's value, marked;
+    a GPU set's result that lacks a field is still an error, not a gap."""
+    add_set(site, "cpu-small", fast=summary(1.5), label=None)  # a value a CPU cannot measure: null
+    out = convert(
+        site, "{{ mx/a:fast | .1f }} {{ mx/a:points[tokens=4096].us | .1f }} {{ mx/a:label }}", hardware="cpu-small"
+    )
+    assert re.search(r'class="measured"[^>]*>1\.5<', out), out
+    assert re.search(r'class="[^"]*\bfallback\b[^"]*"[^>]*>50\.0<', out), out
+    assert re.search(r'class="[^"]*\bfallback\b[^"]*"[^>]*>&lt;b&gt;bold', out), out
+    assert attr_json(out, "data-hw") == [
+        {"nvidia-h200": "10.0"},
+        {"nvidia-h200": "50.0"},
+        {"nvidia-h200": "<b>bold</b>"},
+    ]
+    add_set(site, "other-gpu", fast=summary(2.0))
+    fails(site, "{{ mx/a:points[tokens=4096].us }}", "no field 'points'", hardware="other-gpu")
+
+
+def test_a_claims_verdict_is_computed_on_every_set(site):
+    """A claim that fails on another set carries the mark, hidden until the reader selects that set;
+    a set decides a claim on its own measurements only (here the CPU set lacks mx/a:close)."""
+    add_set(site, "cpu-small", fast=summary(30.0, 29.0, 31.0), slow=summary(5.0, 4.0, 6.0))
+    add_set(site, "nvidia-h200-rerun", fast=summary(10.0, 9.0, 11.0), slow=summary(20.0, 19.0, 21.0))
+    claims = "A {{ assert mx/a:fast < mx/a:slow }} B {{ assert mx/a:close < mx/a:slow }}"
+    marks = re.findall(r"<span class=\"claim-fails\"[^>]*>[^<]*</span>", convert(site, claims))
+    assert len(marks) == 1 and 'data-hw-fails="cpu-small"' in marks[0] and " hidden" in marks[0], marks
+    marks = re.findall(r"<span class=\"claim-fails\"[^>]*>[^<]*</span>", convert(site, claims, hardware="cpu-small"))
+    assert len(marks) == 1 and 'data-hw-fails="cpu-small"' in marks[0] and " hidden" not in marks[0], marks
+    assert "[on cpu-small the measurement does not bear out" in marks[0]
+
+
+def test_a_misspelled_course_hardware_is_an_error(site, monkeypatch):
+    add_set(site, "cpu-small", fast=summary(1.5))
+    monkeypatch.setenv("COURSE_HARDWARE", "cpu-smal")
+    fails(site, "{{ mx/a:fast }}", r"'cpu-smal'.*holds only: cpu-small, nvidia-h200")
+
+
+OVERLAY_FIGURES = """
+import plotly.graph_objects as go
+
+
+def bars(results):
+    d = results("mx/a")
+    return go.Figure(go.Bar(x=["fast", "slow"], y=[d["fast"]["median"], d["slow"]["median"]]))
+
+
+def titled(results):
+    d = results("mx/a")
+    title = {"text": f"fast {d['fast']['median']}"}
+    return go.Figure(go.Bar(x=["fast"], y=[d["fast"]["median"]]), layout={"title": title})
+
+
+def points(results):
+    d = results("mx/a")
+    return go.Figure(go.Scatter(x=[p["tokens"] for p in d["points"]], y=[p["us"]["median"] for p in d["points"]]))
+"""
+
+
+def test_a_figure_carries_the_other_sets_traces(site):
+    """Each other set whose own results draw the figure: its traces, and its layout only where it
+    differs; a set whose data cannot draw it (no sweep points at small sizes) is left out."""
+    (site / "snippets" / "mx" / "figures.py").write_text(OVERLAY_FIGURES)
+    add_set(site, "cpu-small", fast=summary(30.0, 29.0, 31.0), slow=summary(5.0, 4.0, 6.0))
+    out = convert(
+        site, "{{ figure mx/bars | Bars }}\n\n{{ figure mx/titled | Title }}\n\n{{ figure mx/points | Points }}"
+    )
+    bars, titled = attr_json(out, "data-plotly-sets")
+    assert list(bars) == ["cpu-small"] and "layout" not in bars["cpu-small"]
+    assert bars["cpu-small"]["data"][0]["y"] == [30.0, 5.0]
+    assert titled["cpu-small"]["layout"]["title"]["text"] == "fast 30.0"
+    assert out.count('data-plotly-reference="nvidia-h200"') == 2
+
+
+def test_a_value_computed_from_named_sets_is_no_other_sets_own(site):
+    """A figures.py value that reads the sets it names (the reference's two runs) is the same on every
+    set: another set shows it as the reference's, not as its own measurement."""
+    (site / "snippets" / "mx" / "figures.py").write_text(
+        "def named(results):\n    return {'fast': results('mx/a', hardware='nvidia-h200')['fast']}\n\n"
+        "def own(results):\n    return {'fast': results('mx/a')['fast']}\n"
+    )
+    add_set(site, "cpu-small", fast=summary(30.0, 29.0, 31.0))
+    out = convert(site, "{{ mx/named:fast | .1f }} {{ mx/own:fast | .1f }}")
+    assert attr_json(out, "data-hw") == [{}, {"cpu-small": "30.0"}]

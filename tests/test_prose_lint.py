@@ -629,3 +629,192 @@ def test_the_rendered_lint_reads_only_the_article():
     assert prose.article_text(page)[1] == 1
     assert not prose.lint_html(page)
     assert prose.article_text("<html><body><p>7 ms</p></body></html>") == ("", 0)
+
+
+# --------------------------------------------------------------------------- exercises (issue 16)
+#
+# Every written chapter ends with a `## Exercises` section, after its "What to remember" box and as
+# its last section: three to five numbered exercises, each with its answer nested in its list item
+# as a collapsible block (four spaces in, its text eight):
+#
+#     ## Exercises
+#
+#     1. Predict ... then check it against the figure.
+#
+#         ??? success "Answer"
+#             ... {{ m03/modes:points[tokens=1].modes.eager.time_us | .0f }} µs ...
+#
+# At least one answer holds a placeholder, so that the reader checks a prediction against the
+# page's own data. The section is not chapter prose: coursekit.mdext.prose_words stops before it.
+
+import html.parser  # noqa: E402
+import re  # noqa: E402
+
+import markdown  # noqa: E402
+
+from coursekit.mdext import PLACEHOLDER, STUB_MARK, prose_words  # noqa: E402
+
+CHAPTERS = sorted((ROOT / "docs").glob("part-*/[0-9][0-9]-*.md"))
+WRITTEN = [p for p in CHAPTERS if STUB_MARK not in p.read_text()]
+EXERCISES = re.compile(r"^## Exercises[ \t]*$", re.M)
+# the site's block extensions, without the placeholders: only the section's structure is checked here
+EXERCISE_EXTENSIONS = ["admonition", "attr_list", "md_in_html", "tables", "pymdownx.details", "pymdownx.superfences"]
+
+
+class _Exercises(html.parser.HTMLParser):
+    """The rendered section: for each item of its first top-level <ol>, the text of each answer
+    (a <details class="success"> whose summary is "Answer") and the item's other text."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.stack, self.lists, self.items = [], 0, []  # items: [question text, [answer texts]]
+        self.answer = None  # stack depth of the open answer's <details>, and whether its summary says Answer
+        self.summary = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("br", "hr", "img", "input", "meta", "link"):
+            return
+        self.stack.append(tag)
+        depth = len(self.stack)
+        if tag == "ol" and depth == 1:
+            self.lists += 1
+        elif tag == "li" and depth == 2 and self.stack[0] == "ol" and self.lists == 1:
+            self.items.append(["", []])
+        elif tag == "details" and self.items and self.answer is None and len(self.stack) > 2:
+            if "success" in (dict(attrs).get("class") or "").split():
+                self.answer = depth
+                self.items[-1][1].append("")
+        elif tag == "summary" and self.answer is not None:
+            self.summary = ""
+
+    def handle_endtag(self, tag):
+        if tag in ("br", "hr", "img", "input", "meta", "link") or tag not in self.stack:
+            return
+        while self.stack:
+            depth, top = len(self.stack), self.stack.pop()
+            if top == "summary" and self.summary is not None:
+                if self.summary.strip() != "Answer":
+                    self.items[-1][1][-1] = f"<summary {self.summary.strip()!r}, not 'Answer'>"
+                self.summary = None
+            if top == "details" and depth == self.answer:
+                self.answer = None
+            if top == tag:
+                break
+
+    def handle_data(self, data):
+        if self.summary is not None:
+            self.summary += data
+        elif self.answer is not None:
+            self.items[-1][1][-1] += data
+        elif self.items and len(self.stack) >= 2 and self.lists == 1:
+            self.items[-1][0] += data
+
+
+def exercise_problems(page: str) -> list[str]:
+    """What is wrong with a chapter's `## Exercises` section; nothing when it is as the comment above says."""
+    found = list(EXERCISES.finditer(page))
+    if len(found) != 1:
+        return [f"{len(found)} '## Exercises' headings (expected 1, the chapter's last section)"]
+    start = found[0].start()
+    line = page.count("\n", 0, start) + 1
+    problems = []
+    remember = page.rfind("What to remember")
+    if remember < 0 or remember > start:
+        problems.append(f"line {line}: '## Exercises' must come after the 'What to remember' box")
+    section = page[found[0].end() :]
+    later = re.search(r"^#{1,2} ", section, re.M)
+    if later:
+        problems.append(f"line {line + section.count(chr(10), 0, later.start())}: a section after the exercises")
+    parser = _Exercises()
+    parser.feed(markdown.markdown(section, extensions=EXERCISE_EXTENSIONS))
+    items = parser.items
+    if parser.lists != 1:
+        problems.append(
+            f"line {line}: {parser.lists} numbered lists (expected one list; an answer at column 0 ends it)"
+        )
+    if not 3 <= len(items) <= 5:
+        problems.append(f"line {line}: {len(items)} exercises (expected 3 to 5)")
+    for n, (question, answers) in enumerate(items, 1):
+        if not question.strip():
+            problems.append(f"exercise {n} has no question")
+        if len(answers) != 1:
+            problems.append(
+                f'exercise {n} has {len(answers)} answers (expected one `??? success "Answer"` block in its item)'
+            )
+        problems += [f"exercise {n}: {a}" for a in answers if a.startswith("<summary")]
+        problems += [f"exercise {n}'s answer is empty" for a in answers if not a.strip()]
+    if not any(PLACEHOLDER.search(a) for _, answers in items for a in answers):
+        problems.append("no answer checks a prediction against the page's data (no {{ placeholder }} in an answer)")
+    return problems
+
+
+def test_chapters_are_found():
+    assert len(CHAPTERS) >= 14 and WRITTEN
+
+
+@pytest.mark.parametrize("chapter", WRITTEN, ids=_name)
+def test_every_written_chapter_ends_with_exercises(chapter):
+    problems = exercise_problems(chapter.read_text())
+    assert not problems, f"{_name(chapter)}: " + "; ".join(problems)
+
+
+GOOD_EXERCISES = """# 99 · A chapter
+
+Prose.
+
+!!! abstract "What to remember"
+    1. One point.
+
+## Exercises
+
+1. Predict the time of one op, then check it.
+
+    ??? success "Answer"
+        It is {{ m02/host_overhead:host_us.no_grad | .1f }} µs: the host's share.
+
+2. Why does the gap close?
+
+    ??? success "Answer"
+        Because the GPU's time grows with the size while the host's does not.
+
+        ```python
+        x = 1
+        ```
+
+3. Change `BLOCK` in the snippet and say what happens.
+
+    ??? success "Answer"
+        Nothing changes until the grid fills the GPU.
+"""
+
+
+def test_the_exercise_check_accepts_a_good_section():
+    assert exercise_problems(GOOD_EXERCISES) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (lambda p: p.replace("## Exercises", "## Problems"), "0 '## Exercises' headings"),
+        (lambda p: p.replace("## Exercises", "## Exercises\n\n## Exercises"), "2 '## Exercises' headings"),
+        (lambda p: p.replace("What to remember", "Summary"), "after the 'What to remember' box"),
+        (lambda p: p + "\n## Further reading\n\nA book.\n", "a section after the exercises"),
+        (lambda p: p.replace("    ??? success", "??? success").replace("        ", "    "), "numbered lists"),
+        (lambda p: p.replace('??? success "Answer"', "??? success"), "not 'Answer'"),
+        (lambda p: p.replace('??? success "Answer"', '!!! note "Answer"'), "has 0 answers"),
+        (lambda p: p + '\n    ??? success "Answer"\n        Twice.\n', "has 2 answers"),
+        (lambda p: p[: p.index("3. Change")], "2 exercises (expected 3 to 5)"),
+        (lambda p: p + "".join(f'\n{n}. Q?\n\n    ??? success "Answer"\n        A.\n' for n in (4, 5, 6)), "6 exer"),
+        (lambda p: p.replace("{{ m02/host_overhead:host_us.no_grad | .1f }}", "some"), "no answer checks a prediction"),
+    ],
+)
+def test_the_exercise_check_catches(change, problem):
+    problems = exercise_problems(change(GOOD_EXERCISES))
+    assert any(problem in p for p in problems), problems
+
+
+def test_prose_words_stop_at_the_exercises():
+    body = "Words of prose here. " * 10
+    page = f"# A chapter\n\n{body}\n```\n## Exercises\n```\n"
+    assert prose_words(page + "## Exercises\n\n1. More words that do not count.\n") == prose_words(page) > 40
+    assert prose_words(page + "## Exercises and more\n\nThese count.\n") == prose_words(page) + 5

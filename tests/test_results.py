@@ -17,7 +17,7 @@ def test_result_validates_with_full_provenance(path):
     prov = doc["provenance"]
     assert prov["repetitions"] == doc["data"]["repetitions"]
     assert len(prov["commit"].split("+")[0]) == 40, f"{path}: provenance.commit is not a git commit"
-    if doc["hardware"] != "cpu":
+    if not store.is_cpu_set(doc["hardware"]):
         assert prov["gpu"] != "none (CPU run)" and prov["driver"] != "none", (
             f"{path}: GPU result measured without a GPU"
         )

@@ -22,12 +22,13 @@ def train_step(results):
     """Cumulative wall time against the number of training steps: first call + (k-1) × steady step."""
     d = results("m01/train_step")
     configs = _configs(d)
-    fig = make_subplots(rows=1, cols=len(configs), subplot_titles=[_title(c) for c in configs], horizontal_spacing=0.12)
+    fig = make_subplots(rows=1, cols=len(configs), subplot_titles=[_title(c) for c in configs], horizontal_spacing=0.14)
+    # one range of steps for every panel, so that the panels read alike: every pay-off point with room after it
+    paid = [v["steps_to_amortise"] for c in configs for v in c["variants"].values() if v.get("amortises")]
+    last = min(1e7, max([1e3] + [3 * k for k in paid]))
+    ks = sorted({round(10 ** (i * math.log10(last) / 80)) for i in range(81)})
     for col, c in enumerate(configs, start=1):
         vs = c["variants"]
-        paid = [v["steps_to_amortise"] for v in vs.values() if v.get("amortises")]
-        last = min(1e7, max([1e3] + [3 * k for k in paid]))  # show every pay-off point with room after it
-        ks = sorted({round(10 ** (i * math.log10(last) / 80)) for i in range(81)})
         for name, v in vs.items():
             step_s = v["step_us"]["median"] * 1e-6
             fig.add_scatter(
@@ -42,7 +43,7 @@ def train_step(results):
                 line=dict(dash=DASH[name], color=COLOR[name]),
                 hovertemplate=(
                     f"{VARIANTS[name]}: first call {v['first_call_s']:.3g} s, "
-                    f"then {v['step_us']['median']:.4g} µs per step<br>"
+                    f"then {v['step_us']['median']:,.0f} µs per step<br>"
                     "%{x:,} steps: %{y:.3g} s<extra></extra>"
                 ),
             )
@@ -59,9 +60,11 @@ def train_step(results):
                     showlegend=False,
                     hovertemplate=f"{VARIANTS[name]} overtakes eager after %{{x:,.0f}} steps<extra></extra>",
                 )
-        fig.update_xaxes(type="log", title_text="training steps run", row=1, col=col)
-        fig.update_yaxes(type="log", row=1, col=col)
-    fig.update_yaxes(title_text="cumulative wall time, seconds (first call + steady steps)", row=1, col=1)
+    # log axes labelled as such, a label only at each power of ten (written out: 1,000, not 1k or
+    # a bare 1 under a minor tick), and unlabelled minor ticks between them
+    log = dict(type="log", dtick=1, tickformat=",~r", minor=dict(ticks="outside", ticklen=3, showgrid=False))
+    fig.update_xaxes(title_text="training steps run (log scale)", range=[0, math.log10(last)], **log)
+    fig.update_yaxes(title_text="cumulative wall time (s, log scale)", **log)
     fig.update_layout(
         height=460,
         margin=dict(l=70, r=20, t=40, b=60),
@@ -87,7 +90,7 @@ def train_step_time(results):
             up.append(s["p90"] - s["median"])
             down.append(s["median"] - s["p10"])
             hover.append(
-                f"{label}: {s['median']:.4g} µs per step (p10 {s['p10']:.4g}, p90 {s['p90']:.4g})<br>"
+                f"{label}: {s['median']:,.0f} µs per step (p10 {s['p10']:,.0f}, p90 {s['p90']:,.0f})<br>"
                 f"{tf:.3g} TFLOP/s = {tf / peak:.1%} of the {gemm['dtype']} GEMM ceiling ({peak:.4g})"
             )
         fig.add_bar(
@@ -99,7 +102,7 @@ def train_step_time(results):
             marker_color=COLOR[name],
             error_y=dict(type="data", symmetric=False, array=up, arrayminus=down),
         )
-    fig.update_yaxes(type="log", title="µs per training step (bars: 10th–90th pct.)")
+    fig.update_yaxes(type="log", title="µs per training step (log scale; whiskers: 10th–90th percentile)")
     fig.update_xaxes(title=f"4-layer MLP, {d['dtype']}, SGD")
     fig.update_layout(barmode="group", height=420, margin=dict(l=70, r=20, t=20, b=60))
     return fig

@@ -45,12 +45,12 @@ def host_overhead(results):
         hovertemplate="kernel: %{x:.2f} µs of GPU time<extra></extra>",
     )
     fig.update_layout(
-        xaxis_title="µs per torch.add of 1,024 floats (bars: 10th–90th percentile)",
+        xaxis_title="µs per torch.add of 1,024 floats (whiskers: 10th–90th percentile)",
         height=440,
         margin=dict(l=10, r=20, t=20, b=60),
         bargap=0.3,
     )
-    fig.update_yaxes(automargin=True)
+    fig.update_yaxes(automargin=True, title_text="how torch.add is called")
     return fig
 
 
@@ -111,9 +111,12 @@ def crossover(results):
             text="shaded: served from L2<br>(faster than HBM allows)",
         )
     fig.update_xaxes(
-        type="log", title="elements per tensor (float32; bytes moved = 12 × elements)", exponentformat="power", dtick=1
+        type="log",
+        title="elements per tensor (log scale; float32, bytes moved = 12 × elements)",
+        exponentformat="power",
+        dtick=1,
     )
-    fig.update_yaxes(type="log", title="µs per op (bars: 10th–90th pct.)")
+    fig.update_yaxes(type="log", title="µs per op (log scale; whiskers: 10th–90th percentile)")
     fig.update_layout(
         height=520, margin=dict(l=60, r=20, t=20, b=60), legend=dict(orientation="h", x=0, y=-0.18, yanchor="top")
     )

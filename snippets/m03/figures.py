@@ -233,7 +233,7 @@ def decomposition(results) -> go.Figure:
     kernels, and idle (waiting for the host); the floors as markers."""
     d = derived(results)
     rows = d["points"]
-    x = [str(r["tokens"]) for r in rows]
+    x = [f"{r['tokens']:,}" for r in rows]  # category labels, written with separators
     fig = go.Figure()
     for name, key in (
         ("GPU: matmul kernels (cuBLAS)", "gemm_busy_us"),
@@ -432,7 +432,7 @@ def host_ladder(results) -> go.Figure:
             hovertemplate="%{y}: GPU busy %{x:.1f} µs<extra></extra>",
         )
     )
-    fig.update_yaxes(autorange="reversed")
+    fig.update_yaxes(autorange="reversed", title_text="how the forward runs · kernels per forward")
     fig.update_xaxes(title_text="µs at one token", dtick=100)
     fig.update_layout(
         height=520,

@@ -224,7 +224,9 @@ def op_counts(results) -> go.Figure:
         legend=dict(orientation="h", x=0, y=-0.16, yanchor="top", traceorder="normal"),
         xaxis_title="operations (Inductor code: kernels and calls)",
     )
-    fig.update_yaxes(automargin=True, categoryorder="array", categoryarray=list(reversed(order)))
+    fig.update_yaxes(
+        automargin=True, categoryorder="array", categoryarray=list(reversed(order)), title_text="rung of the ladder"
+    )
     return fig
 
 
@@ -259,7 +261,12 @@ def composition(results) -> go.Figure:
         legend=dict(orientation="h", x=0, y=-0.22, yanchor="top", traceorder="normal"),
         xaxis_title="operations in the graph",
     )
-    fig.update_yaxes(automargin=True, categoryorder="array", categoryarray=[name for name, _ in reversed(rows)])
+    fig.update_yaxes(
+        automargin=True,
+        categoryorder="array",
+        categoryarray=[name for name, _ in reversed(rows)],
+        title_text="graph",
+    )
     return fig
 
 
@@ -294,7 +301,7 @@ def saved_bytes(results) -> go.Figure:
             hovertemplate="%{x}<br>" + label + ": %{y:.4g} MB<extra></extra>",
         )
     fig.update_yaxes(type="log", title="kept for the backward (MB, log scale)", exponentformat="power")
-    fig.update_xaxes(tickangle=0)
+    fig.update_xaxes(tickangle=0, title_text="model")
     fig.update_layout(
         barmode="group",
         height=500,

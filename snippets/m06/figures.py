@@ -337,7 +337,7 @@ def bytes_moved(results) -> go.Figure:
             hovertemplate="%{y}: minimum %{x:,.0f} MB<extra></extra>",
         )
     )
-    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_yaxes(autorange="reversed", automargin=True, title_text="variant · kernels per call")
     fig.update_xaxes(title_text="MB per call", rangemode="tozero")
     fig.update_layout(
         height=380,
@@ -387,7 +387,7 @@ def bandwidth(results) -> go.Figure:
             text=f"{name} ({'solid' if dash == 'solid' else 'dotted'} line)",
             showarrow=False,
         )
-    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_yaxes(autorange="reversed", automargin=True, title_text="variant · kernels per call")
     fig.update_xaxes(title_text="GB/s (whiskers: 10th–90th percentile)", rangemode="tozero")
     fig.update_layout(
         barmode="group",
@@ -468,7 +468,7 @@ def shift_fix(results) -> go.Figure:
             showarrow=False,
         )
     fig.update_yaxes(title_text="µs per call (whiskers: 10th–90th percentile)", rangemode="tozero")
-    fig.update_xaxes(tickangle=0)
+    fig.update_xaxes(tickangle=0, title_text="token shift: variant")
     fig.update_layout(
         barmode="group",
         height=520,

@@ -128,7 +128,7 @@ def vector_add_roofline(results) -> go.Figure:
                 hoverinfo="skip",
             )
         )
-    fig.update_yaxes(autorange="reversed")
+    fig.update_yaxes(autorange="reversed", title_text="kernel and configuration")
     lo = min([g["p10"] for g in rates] + [data["copy"]["GBps"]["median"], ceiling["median"]])
     hi = max([g["p90"] for g in rates] + [data["copy"]["GBps"]["median"], ceiling["median"]])
     pad = (hi - lo) * 0.15
@@ -442,6 +442,7 @@ def matmul_steps(results) -> go.Figure:
             col=col,
         )
     fig.update_yaxes(title_text="TFLOP/s (2 M N K per product)", rangemode="tozero", row=1, col=1)
+    fig.update_xaxes(title_text="step")
     fig.update_layout(
         height=500,
         margin={"l": 70, "r": 20, "t": 40, "b": 60},
@@ -488,6 +489,7 @@ def matmul_vs_cublas(results) -> go.Figure:
         annotation_position="top left",
     )
     fig.update_yaxes(title_text="speed relative to cuBLAS (its time over the step's, per round)")
+    fig.update_xaxes(title_text="step")
     fig.update_layout(
         height=420,
         margin={"l": 80, "r": 20, "t": 20, "b": 60},

@@ -259,7 +259,7 @@ def free_sync(results) -> go.Figure:
         text=f"the queued kernel's device time, {sleep:,.0f} µs",
         showarrow=False,
     )
-    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_yaxes(autorange="reversed", automargin=True, title_text="call")
     fig.update_xaxes(type="log", dtick=1, title_text="host time from call to return (µs, log scale)")
     fig.update_layout(
         barmode="group",
@@ -400,7 +400,7 @@ def oom_budget(results) -> go.Figure:
         text=f"allowance: set_per_process_memory_fraction, {limit:,.0f} MiB",
         showarrow=False,
     )
-    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_yaxes(autorange="reversed", automargin=True, title_text="configuration and moment")
     fig.update_xaxes(title_text="MiB", rangemode="tozero")
     fig.update_layout(
         barmode="stack",

@@ -453,7 +453,7 @@ def pool_size(results) -> go.Figure:
     ns = data["lengths"]
     fig = go.Figure()
     short = {"tiny": "tiny tensor", "few_us": "larger tensor"}
-    symbols = {"tiny": "circle", "few_us": "square"}
+    symbols = {"out_of_place": "circle", "in_place": "square"}  # the kind by shape, the size by fill and dash
     for size in [s for s in short if s in data["sizes"]]:
         points = [_point(data, size, n) for n in ns]
         for kind, color in (("out_of_place", COLORS["eager"]), ("in_place", COLORS["graph"])):
@@ -462,7 +462,7 @@ def pool_size(results) -> go.Figure:
                     x=ns,
                     y=[p["pool_bytes"][kind] / MIB for p in points],
                     mode="lines+markers",
-                    marker={"symbol": symbols[size], "size": 9},
+                    marker={"symbol": symbols[kind] + ("" if size == "tiny" else "-open"), "size": 9},
                     line={"color": color, "dash": "solid" if size == "tiny" else "dot"},
                     name=f"{kind.replace('_', '-')} chain, {short[size]}",
                     hovertemplate="%{x} kernels: %{y:.0f} MiB<extra>" + kind.replace("_", "-") + "</extra>",
@@ -527,7 +527,13 @@ def decode_tokens(results) -> go.Figure:
                     col=col,
                 )
         fig.update_yaxes(rangemode="tozero", row=1, col=col)
-        fig.update_xaxes(tickvals=list(range(len(order))), ticktext=[short[n] for n in order], row=1, col=col)
+        fig.update_xaxes(
+            tickvals=list(range(len(order))),
+            ticktext=[short[n] for n in order],
+            title_text="how the step runs",
+            row=1,
+            col=col,
+        )
     fig.update_yaxes(title_text="tokens per second", row=1, col=1)
     fig.update_layout(
         height=460,

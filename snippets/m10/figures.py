@@ -577,6 +577,7 @@ def limit_cost(results) -> go.Figure:
             )
         )
     fig.update_yaxes(title_text="host time per call (µs)", rangemode="tozero")
+    fig.update_xaxes(title_text="position of the call")
     fig.update_layout(
         height=380,
         margin={"l": 70, "r": 20, "t": 10, "b": 40},
@@ -653,6 +654,7 @@ def bucket_tradeoff(results) -> go.Figure:
     fig.update_xaxes(title_text="graphs compiled", range=[-1.5, most_graphs + 2.5], row=1, col=1)
     fig.update_yaxes(title_text="padding, in per cent of the real tokens", range=[-4, most_waste * 1.25], row=1, col=1)
     fig.update_yaxes(title_text="ms per pass (device)", rangemode="tozero", row=1, col=2)
+    fig.update_xaxes(title_text="way of bucketing", row=1, col=2)
     fig.update_layout(
         height=470,
         margin={"l": 70, "r": 20, "t": 40, "b": 40},

@@ -551,6 +551,7 @@ def routes(results) -> go.Figure:
     )
     fig.update_yaxes(title_text="useful TFLOP/s", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(rangemode="tozero", row=1, col=2)
+    fig.update_xaxes(title_text="tokens")
     fig.update_layout(
         barmode="group",
         height=480,
@@ -602,7 +603,7 @@ def race(results) -> go.Figure:
     )
     fig.add_hline(y=1.0, line_color="black", opacity=0.3)
     fig.update_yaxes(range=[0.75, 1.1], title_text="Triton's speed over torch._grouped_mm's")
-    fig.update_xaxes(tickangle=-30)
+    fig.update_xaxes(tickangle=-30, title_text="shape and tokens (router)")
     fig.update_layout(
         barmode="group",
         height=480,
@@ -650,7 +651,7 @@ def ep_phases(results) -> go.Figure:
             hovertemplate="%{y}: layer %{x:,.0f} µs per step<extra></extra>",
         )
     )
-    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_yaxes(autorange="reversed", automargin=True, title_text="GPUs")
     fig.update_xaxes(title_text="device time per step, slowest rank (µs)", rangemode="tozero")
     fig.update_layout(
         barmode="stack",

@@ -342,7 +342,7 @@ def decode_shares(results) -> go.Figure:
             hovertemplate="%{y}: step %{x:.1f} µs<extra></extra>",
         )
     )
-    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_yaxes(autorange="reversed", automargin=True, title_text="batch · top-k")
     fig.update_xaxes(title_text="device time per step (µs); parts timed alone, stacked", rangemode="tozero")
     fig.update_layout(
         barmode="stack",
@@ -472,7 +472,7 @@ def speedups(results) -> go.Figure:
             )
         fig.add_hline(y=1, line_dash="dash", line_color="black", row=1, col=col)
         fig.update_yaxes(type="log", row=1, col=col)
-        fig.update_xaxes(tickangle=-30, row=1, col=col)
+        fig.update_xaxes(tickangle=-30, title_text="point measured", row=1, col=col)
     fig.update_yaxes(title_text="their time over ours, per round (log; above 1: ours is faster)", row=1, col=1)
     fig.update_layout(
         barmode="group",
@@ -507,6 +507,7 @@ def chunks(results) -> go.Figure:
             )
         )
     fig.update_yaxes(type="log", title_text=f"device time per call (µs, log; {WHISKERS})")
+    fig.update_xaxes(title_text="batch")
     fig.update_layout(
         barmode="group",
         height=420,

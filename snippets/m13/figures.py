@@ -70,6 +70,7 @@ STRATEGY_LABELS = {
     "nested": "nested_compile_region",
 }
 STRATEGY_COLORS = {"whole": "#c0392b", "regional": "#1f5fbf", "nested": "#2e8b57"}
+STRATEGY_SYMBOLS = {"whole": "circle", "regional": "square", "nested": "diamond"}  # told apart without colour
 CASES = ["cold", "triton", "triton+autotune", "all"]
 CASE_LABELS = {
     "cold": "cold: empty directory",
@@ -372,6 +373,7 @@ def train_classes(results) -> go.Figure:
         barmode="stack",
         height=460,
         yaxis={"title": {"text": "time per training step (ms)"}, "rangemode": "tozero"},
+        xaxis={"title": {"text": "variant"}},
         margin={"l": 70, "r": 10, "t": 20, "b": 40},
         legend={"orientation": "h", "yanchor": "top", "y": -0.12},
         hovermode="closest",
@@ -446,7 +448,13 @@ def decode_variants(results) -> go.Figure:
                     row=1,
                     col=col,
                 )
-        fig.update_xaxes(tickvals=list(range(len(VARIANTS))), ticktext=[short[n] for n in VARIANTS], row=1, col=col)
+        fig.update_xaxes(
+            tickvals=list(range(len(VARIANTS))),
+            ticktext=[short[n] for n in VARIANTS],
+            title_text="variant",
+            row=1,
+            col=col,
+        )
         fig.update_yaxes(rangemode="tozero", row=1, col=col)
     fig.update_yaxes(title_text="time per decode step (µs)", row=1, col=1)
     fig.update_layout(
@@ -480,7 +488,7 @@ def regional_compile(results) -> go.Figure:
             label = STRATEGY_LABELS[strategy] + (" (second run)" if hollow else "")
             style = {
                 "color": STRATEGY_COLORS[strategy],
-                "symbol": "circle-open" if hollow else "circle",
+                "symbol": STRATEGY_SYMBOLS[strategy] + ("-open" if hollow else ""),
                 "size": 10,
                 "line": {"width": 2, "color": STRATEGY_COLORS[strategy]},
             }
@@ -561,6 +569,7 @@ def cache_layers(results) -> go.Figure:
         barmode="group",
         height=420,
         yaxis={"title": {"text": "seconds to the first output (compile and one forward)"}, "rangemode": "tozero"},
+        xaxis={"title": {"text": "cache layers warm"}},
         margin={"l": 70, "r": 10, "t": 20, "b": 40},
         legend={"orientation": "h", "yanchor": "top", "y": -0.15},
         hovermode="closest",

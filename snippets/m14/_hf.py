@@ -23,7 +23,7 @@ PAD_ID = 0  # any id: padded positions are masked out
 CB_SETTINGS = dict(  # generate_batch: HF's default block size (256), its paged cache sized for the whole
     block_size=256,  # workload (256 requests x ceil(640 / 256) blocks, with room to spare) rather than 90%
     num_blocks=1024,  # of free memory, so that our engine, raced in the same process, keeps its memory
-    max_batch_tokens=8192,  # HF's default token budget per step
+    max_batch_tokens=8192,  # a fixed token budget per step (unset, transformers infers one from free memory)
 )
 
 

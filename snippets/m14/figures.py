@@ -44,6 +44,7 @@ SIDES = {
     "ours_static": "ours, static batching",
     "hf_continuous": "HF ContinuousBatchingManager",
 }
+SIDE_SYMBOLS = {"ours": "circle-open-dot", "ours_static": "square-open-dot", "hf_continuous": "diamond-open-dot"}
 WHISKERS = "whiskers: 10th to 90th percentile"
 NEW_TOKENS_AFTER_FIRST = 127  # TPOT's denominator: 128 new tokens, the first one excluded
 
@@ -222,7 +223,7 @@ def throughput(results) -> go.Figure:
             hovertemplate="%{y}: %{x:,.0f} tokens/s<extra></extra>",
         )
     )
-    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_yaxes(autorange="reversed", automargin=True, title_text="contestant")
     fig.update_xaxes(type="log", title_text=f"generated tokens per second (log scale; {WHISKERS})")
     fig.update_layout(height=340, margin={"l": 10, "r": 20, "t": 20, "b": 60}, showlegend=False)
     return fig
@@ -279,13 +280,14 @@ def latency(results) -> go.Figure:
                     name=label,
                     legendgroup=side,
                     showlegend=col == 1,
-                    marker={"color": COLORS.get(side, "#1f5fbf"), "size": 11, "symbol": "circle-open-dot"},
+                    marker={"color": COLORS.get(side, "#1f5fbf"), "size": 11, "symbol": SIDE_SYMBOLS[side]},
                     hovertemplate="%{x}: %{y:.2f} ms<extra>" + label + "</extra>",
                 ),
                 row=1,
                 col=col,
             )
         fig.update_yaxes(type="log", row=1, col=col)
+        fig.update_xaxes(title_text="percentile", row=1, col=col)
     fig.update_yaxes(title_text="milliseconds, log scale; one marker per round", row=1, col=1)
     fig.update_layout(
         height=440,
@@ -393,7 +395,8 @@ def attention(results) -> go.Figure:
 
 def runs(results) -> dict:
     """Host-bound numbers that moved between the build's two runs, read from both sets by name:
-    ours over HF's best offline route (median of the rounds), the gathered attention at batch 1
+    ours over HF's best offline route (median of the rounds) and ours static over continuous (the
+    range of the rounds), the gathered attention at batch 1
     (its launch gaps count), and HF's manager's concurrency under Poisson arrivals (the rate times
     one request's time from arrival to last token, at the medians)."""
     out = {}
@@ -408,5 +411,7 @@ def runs(results) -> dict:
             "gather_batch1_us": _pick(attention["points"], batch=1)["us"]["gathered_sdpa"]["median"],
             "kernel_batch1_us": _pick(attention["points"], batch=1)["us"]["triton_paged"]["median"],
             "hf_concurrency": poisson["rate_per_s"] * sum(request_s) / len(request_s),
+            "static_over_continuous_min": race["continuous_over_static"]["min"],
+            "static_over_continuous_max": race["continuous_over_static"]["max"],
         }
     return out

@@ -153,7 +153,12 @@ def drift_figure(results):
             )
     fig.update_layout(
         xaxis={"type": "log", "title": "change of the median, per cent (log scale)"},
-        yaxis={"tickvals": list(range(len(labels))), "ticktext": labels, "autorange": "reversed"},
+        yaxis={
+            "tickvals": list(range(len(labels))),
+            "ticktext": labels,
+            "autorange": "reversed",
+            "title": "clock: what changed",
+        },
         height=120 + 45 * len(labels),
         margin={"l": 280, "r": 20, "t": 20, "b": 60},
     )

@@ -1,0 +1,146 @@
+// The hardware selector: which measured set the page's numbers come from, without a rebuild.
+// - coursekit/mdext.py writes, on every page that shows a measured number, a hidden marker
+//   (div.hw-sets, data-hw-sets: every set with its label, the page's own set and the reference); on
+//   each measured value, data-hw: its text on each other set that measured it; on each claim that
+//   fails somewhere, data-hw-fails: the sets;
+// - this script puts a labelled <select> at the top of the article, swaps the values' text and marks
+//   on change (a set that lacks a value shows the reference's, marked as borrowed), shows the claims
+//   that fail on the selected set, and remembers the choice (localStorage) across pages and visits;
+// - the selected set is also <html data-course-hardware="...">, and a "course:hardware" event on
+//   document, for figures.js to draw that set's traces beside the reference's;
+// - works with Material's instant navigation: document$ emits on every page change.
+(function () {
+  "use strict";
+  var KEY = "course-hardware";
+  var original = new WeakMap();  // element -> its text, title and fallback mark as built (the page's set)
+
+  function remembered() {
+    try { return window.localStorage.getItem(KEY); } catch (err) { return null; }
+  }
+
+  function remember(hw) {
+    try { window.localStorage.setItem(KEY, hw); } catch (err) { /* private mode: this page only */ }
+  }
+
+  function setText(el, text) {
+    // the value's own text node, so that markup another script added inside it survives
+    for (var n = el.firstChild; n; n = n.nextSibling) {
+      if (n.nodeType === 3 && n.nodeValue.trim()) { n.nodeValue = text; return; }
+    }
+    el.textContent = text;
+  }
+
+  function ownText(el) {
+    for (var n = el.firstChild; n; n = n.nextSibling) {
+      if (n.nodeType === 3 && n.nodeValue.trim()) return n.nodeValue;
+    }
+    return el.textContent;
+  }
+
+  function showValues(info, hw) {
+    var labels = info.labels;
+    document.querySelectorAll("[data-hw]").forEach(function (el) {
+      var values;
+      try { values = JSON.parse(el.getAttribute("data-hw")); } catch (err) { return; }
+      if (!original.has(el)) {
+        original.set(el, { text: ownText(el), title: el.getAttribute("title") || "",
+                           fallback: el.classList.contains("fallback") });
+      }
+      var o = original.get(el);
+      if (hw === info.page) {
+        setText(el, o.text);
+        el.setAttribute("title", o.title);
+        el.classList.toggle("fallback", o.fallback);
+        return;
+      }
+      var own = Object.prototype.hasOwnProperty.call(values, hw);
+      var text = own ? values[hw]
+        : (info.reference !== info.page && values[info.reference] !== undefined ? values[info.reference] : o.text);
+      setText(el, text);
+      el.classList.toggle("fallback", !own);
+      el.setAttribute("title", (own
+        ? "on " + labels[hw]
+        : "not measured on " + labels[hw] + ": the " + labels[info.reference] + " value") +
+        ". Spread and provenance of the " + labels[info.page] + " value: " + o.title);
+    });
+  }
+
+  function showClaims(info, hw) {
+    document.querySelectorAll("[data-hw-fails]").forEach(function (el) {
+      var fails = el.getAttribute("data-hw-fails").split(/\s+/).indexOf(hw) >= 0;
+      el.hidden = !fails;
+      el.textContent = fails
+        ? "[on " + info.labels[hw] + " the measurement does not bear out the claim next to this mark]" : "";
+    });
+  }
+
+  function select(info, hw, store) {
+    if (!Object.prototype.hasOwnProperty.call(info.labels, hw)) hw = info.page;
+    showValues(info, hw);
+    showClaims(info, hw);
+    var sel = document.getElementById("hw-select");
+    if (sel) sel.value = hw;
+    var note = document.getElementById("hw-note");
+    if (note) {
+      note.textContent = hw === info.page ? "" : "The text was written for " + info.labels[info.page] +
+        "; a number in grey with a dashed underline was not measured on " + info.labels[hw] + ".";
+    }
+    if (store) remember(hw);
+    document.documentElement.setAttribute("data-course-hardware", hw);
+    document.dispatchEvent(new CustomEvent("course:hardware",
+      { detail: { hardware: hw, page: info.page, reference: info.reference } }));
+  }
+
+  function selector(info) {
+    var box = document.createElement("div");
+    box.className = "hw-select";
+    var label = document.createElement("label");
+    label.setAttribute("for", "hw-select");
+    label.textContent = "Numbers from";
+    var sel = document.createElement("select");
+    sel.id = "hw-select";
+    sel.title = "Which hardware set the page's measured numbers and figures show";
+    info.sets.forEach(function (s) {
+      var opt = document.createElement("option");
+      opt.value = s[0];
+      opt.textContent = s[1];
+      sel.appendChild(opt);
+    });
+    sel.addEventListener("change", function () { select(info, sel.value, true); });
+    var note = document.createElement("span");
+    note.id = "hw-note";
+    note.className = "hw-note";
+    note.setAttribute("aria-live", "polite");
+    box.appendChild(label);
+    box.appendChild(document.createTextNode(" "));
+    box.appendChild(sel);
+    box.appendChild(note);
+    return box;
+  }
+
+  function setUp() {
+    var marker = document.querySelector(".hw-sets[data-hw-sets]");
+    var article = document.querySelector("article.md-content__inner");
+    if (!marker || !article) {
+      document.documentElement.removeAttribute("data-course-hardware");
+      return;
+    }
+    var info;
+    try { info = JSON.parse(marker.getAttribute("data-hw-sets")); } catch (err) {
+      console.error("hardware sets: " + err);
+      return;
+    }
+    info.labels = {};
+    info.sets.forEach(function (s) { info.labels[s[0]] = s[1]; });
+    if (!document.getElementById("hw-select")) article.insertBefore(selector(info), article.firstChild);
+    select(info, remembered() || info.page, false);
+  }
+
+  window.courseHardware = {
+    // the selected set, for figures.js: <html data-course-hardware>, else none (a page of one set)
+    selected: function () { return document.documentElement.getAttribute("data-course-hardware"); }
+  };
+
+  if (window.document$) window.document$.subscribe(setUp);
+  else document.addEventListener("DOMContentLoaded", setUp);
+})();

@@ -1,0 +1,165 @@
+/* Where a number came from, on any screen; and boxes that scroll sideways, said so.
+ *
+ * A measured or cited number (coursekit/mdext.py: <span class="measured" title="…" tabindex="0"
+ * role="button">) shows its title in a popover on a tap, a click, Enter or Space; Escape, a tap
+ * elsewhere or moving the focus away closes it. A mouse still gets the native hover title while
+ * the popover is closed. A tap on an abbreviation (abbr title: the glossary) shows its expansion
+ * the same way. One popover element, appended to <body>, serves every page: listeners sit
+ * on the document, so Material's instant navigation needs nothing but a close.
+ *
+ * A table or code box wider than the column scrolls inside it: it becomes focusable (a keyboard
+ * scrolls it; axe's scrollable-region-focusable) and its edges fade where there is more to see
+ * (course.css: course-scrolls-left / -right).
+ */
+(() => {
+  const NUMBERS = ".md-typeset .measured, .md-typeset .cited";
+  // an abbreviation's expansion (the glossary) opens on a tap too: a phone has no hover
+  const TAPPABLE = `${NUMBERS}, .md-typeset abbr[title]`;
+  let pop = null;
+  let owner = null;
+
+  function popover() {
+    if (!pop || !pop.isConnected) {
+      pop = document.createElement("div");
+      pop.id = "course-provenance";
+      pop.className = "course-provenance";
+      pop.setAttribute("role", "tooltip");
+      pop.tabIndex = -1; // a click inside (to select its text) keeps it open
+      pop.hidden = true;
+      document.body.appendChild(pop);
+    }
+    return pop;
+  }
+
+  function place(el) {
+    const p = popover();
+    const r = el.getBoundingClientRect();
+    const width = document.documentElement.clientWidth;
+    p.style.left = "0px";
+    p.style.top = "0px";
+    const w = p.offsetWidth;
+    const h = p.offsetHeight;
+    const left = Math.max(8, Math.min(r.left, width - w - 8));
+    const below = r.bottom + 6 + h <= window.innerHeight || r.top - 6 - h < 0;
+    p.style.left = `${left + window.scrollX}px`;
+    p.style.top = `${(below ? r.bottom + 6 : r.top - 6 - h) + window.scrollY}px`;
+  }
+
+  function open(el) {
+    close();
+    const text = el.getAttribute("title") || el.dataset.provenance || "";
+    if (!text) return;
+    const p = popover();
+    // one note a line: "median of 3 samples; min–max …; measured by … on …"
+    p.replaceChildren(
+      ...text.split("; ").map((line) => {
+        const div = document.createElement("div");
+        div.textContent = line;
+        return div;
+      }),
+    );
+    el.dataset.provenance = text;
+    el.removeAttribute("title"); // no native tooltip on top of the popover
+    if (el.matches(NUMBERS)) {
+      el.setAttribute("aria-expanded", "true");
+      el.setAttribute("aria-describedby", p.id);
+    }
+    owner = el;
+    p.hidden = false;
+    place(el);
+  }
+
+  function close() {
+    if (owner) {
+      if (owner.dataset.provenance) owner.setAttribute("title", owner.dataset.provenance);
+      if (owner.matches(NUMBERS)) owner.setAttribute("aria-expanded", "false");
+      owner.removeAttribute("aria-describedby");
+    }
+    owner = null;
+    if (pop) pop.hidden = true;
+  }
+
+  document.addEventListener("click", (event) => {
+    const el = event.target.closest?.(TAPPABLE);
+    if (el) {
+      if (el === owner) close();
+      else open(el);
+    } else if (owner && !(pop && pop.contains(event.target))) {
+      close();
+    }
+  });
+
+  document.addEventListener("keydown", (event) => {
+    const el = event.target.closest?.(NUMBERS);
+    if (el && (event.key === "Enter" || event.key === " ")) {
+      event.preventDefault(); // Space would scroll the page
+      if (el === owner) close();
+      else open(el);
+    } else if (event.key === "Escape" && owner) {
+      const back = owner;
+      close();
+      back.focus();
+    }
+  });
+
+  document.addEventListener("focusout", (event) => {
+    if (!owner) return;
+    const next = event.relatedTarget;
+    const inside = (node) => node && (node === owner || (pop && pop.contains(node)));
+    if ((event.target === owner || (pop && pop.contains(event.target))) && !inside(next)) close();
+  });
+
+  window.addEventListener("resize", () => owner && place(owner));
+
+  // ------------------------------------------------------------------ boxes that scroll sideways
+  const TABLES = ".md-typeset .md-typeset__scrollwrap";
+  const SCROLLERS = `${TABLES}, .md-typeset pre > code, .md-typeset .highlight-ipynb, .md-typeset .jp-OutputArea-output pre`;
+
+  function mark(box) {
+    const scrolls = box.scrollWidth > box.clientWidth + 1;
+    box.classList.toggle("course-scrolls-left", scrolls && box.scrollLeft > 1);
+    box.classList.toggle("course-scrolls-right", scrolls && box.scrollLeft + box.clientWidth < box.scrollWidth - 1);
+    if (scrolls && !box.hasAttribute("tabindex")) {
+      box.tabIndex = 0;
+      box.dataset.courseScroll = "tabindex";
+      if (box.matches(TABLES) && !box.hasAttribute("role")) {
+        box.setAttribute("role", "region"); // what the focus names: "table, scrolls sideways"
+        box.setAttribute("aria-label", "table, scrolls sideways");
+        box.dataset.courseScroll = "tabindex role";
+      }
+    } else if (!scrolls && box.dataset.courseScroll !== undefined) {
+      box.removeAttribute("tabindex"); // only what this script set
+      if (box.dataset.courseScroll.includes("role")) {
+        box.removeAttribute("role");
+        box.removeAttribute("aria-label");
+      }
+      delete box.dataset.courseScroll;
+    }
+  }
+
+  function markAll() {
+    document.querySelectorAll(SCROLLERS).forEach(mark);
+  }
+
+  document.addEventListener("scroll", (event) => event.target.matches?.(SCROLLERS) && mark(event.target), true);
+  let pending = 0;
+  window.addEventListener("resize", () => {
+    clearTimeout(pending);
+    pending = setTimeout(markAll, 150);
+  });
+
+  function onPage() {
+    close();
+    // mdext writes each number as a control; one written by hand becomes one here
+    document.querySelectorAll(NUMBERS).forEach((el) => {
+      if (!el.hasAttribute("tabindex")) el.tabIndex = 0;
+      if (!el.hasAttribute("role")) el.setAttribute("role", "button");
+    });
+    markAll();
+    setTimeout(markAll, 500); // after Material has wrapped the tables and the fonts have settled
+  }
+
+  if (typeof document$ !== "undefined") document$.subscribe(onPage);
+  else if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", onPage);
+  else onPage();
+})();
