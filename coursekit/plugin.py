@@ -118,6 +118,15 @@ class CoursePlugin(BasePlugin):
                 files.append(File.generated(config, f"{DOWNLOADS}/data/{rel}", content=result.read_bytes()))
         return files
 
+    def on_page_markdown(self, markdown, page, config, files):
+        """``{{ repo-url }}`` on a page is the configured repository (``repo_url``, ``REPO_URL`` for a
+        fork), so that a clone command names the repository the site was built from."""
+        if "{{ repo-url }}" in markdown:
+            if not config.repo_url:
+                raise PluginError(f"{page.file.src_uri} uses {{{{ repo-url }}}}, but mkdocs.yml sets no repo_url")
+            markdown = markdown.replace("{{ repo-url }}", config.repo_url.rstrip("/"))
+        return markdown
+
     def on_page_content(self, html, page, config, files):
         where = page.file.src_uri
         if not where.endswith(".ipynb"):

@@ -558,6 +558,7 @@ def test_hardware_selector_switches_numbers_claims_and_figures_and_survives_navi
     assert page.locator("#__hwOwn").inner_text().strip() == own[1]
     assert page.locator("#__hwBorrowed").inner_text().strip() == borrowed[0]
     assert "fallback" in page.locator("#__hwBorrowed").get_attribute("class")
+    assert "other-set" in page.locator("#__hwOwn").get_attribute("class"), "another set's number is not marked"
     assert claim.is_visible() and "CPU, small sizes" in claim.inner_text()
     page.wait_for_function(
         """cpu => [...document.querySelectorAll('.course-plot')]
@@ -742,7 +743,7 @@ def test_hardware_overlay_draws_the_selected_set_solid_over_the_reference_dashed
     over = drawn("cpu-x")
     assert over["drawn"] == "cpu-x over ref-x"
     (mine, dash, color, ys), (theirs, ref_dash, ref_color, ref_ys) = over["traces"]
-    assert (mine, dash, ys) == ("a", "solid", [5, 6])
+    assert (mine, dash, ys) == ("a (cpu-x)", "solid", [5, 6]), "the selected set's trace is not solid and named"
     assert (theirs, ref_dash, ref_ys) == ("a (reference)", "dash", [1, 2])
     assert color == ref_color, "a trace and its reference counterpart in different colours"
     for selected in ("ref-x", "no-such-set"):

@@ -383,3 +383,13 @@ def test_placeholders_respect_fences_escapes_and_typos():
             convert(typo)
     with pytest.raises(PlaceholderError, match="division by zero"):
         convert("{{ methodology/ceilings:copy.GBps | /0 .1f }}")
+
+
+def test_the_clone_command_names_the_configured_repository(built_site):
+    """Run it yourself's clone command is the site's repo_url, not a typed address a fork would keep."""
+    site, _ = built_site
+    page = (site / "run-it-yourself" / "index.html").read_text()
+    config = (ROOT / "mkdocs.yml").read_text()
+    default = re.search(r'repo_url: !ENV \[REPO_URL, "([^"]+)"\]', config)[1]
+    assert f"git clone {default}" in re.sub(r"<[^>]+>", "", page), "the clone command does not name repo_url"
+    assert "{{ repo-url }}" not in page

@@ -461,6 +461,7 @@
     var dashed = withColors(theirs.data, p, given).map(asReference);
     var solid = withColors(mine.data, p, given).map(function (t) {
       if (t.type !== "bar") t.line = Object.assign({}, t.line, { dash: "solid" });
+      if (t.name) t.name = t.name + " (" + selected + ")";  // which set the solid traces are
       return t;
     });
     // bars: each set's bars side by side. A stack stays a stack per set; where no two bars of a set

@@ -51,6 +51,7 @@
         setText(el, o.text);
         el.setAttribute("title", o.title);
         el.classList.toggle("fallback", o.fallback);
+        el.classList.remove("other-set");
         return;
       }
       var own = Object.prototype.hasOwnProperty.call(values, hw);
@@ -58,6 +59,7 @@
         : (info.reference !== info.page && values[info.reference] !== undefined ? values[info.reference] : o.text);
       setText(el, text);
       el.classList.toggle("fallback", !own);
+      el.classList.toggle("other-set", own);  // the selected set's own number, in prose written for the page's
       el.setAttribute("title", (own
         ? "on " + labels[hw]
         : "not measured on " + labels[hw] + ": the " + labels[info.reference] + " value") +
@@ -83,7 +85,8 @@
     var note = document.getElementById("hw-note");
     if (note) {
       note.textContent = hw === info.page ? "" : "The text was written for " + info.labels[info.page] +
-        "; a number in grey with a dashed underline was not measured on " + info.labels[hw] + ".";
+        "; a tinted number is " + info.labels[hw] + "'s own, a number in grey with a dashed underline was not " +
+        "measured on it (the " + info.labels[info.reference] + " value).";
     }
     if (store) remember(hw);
     document.documentElement.setAttribute("data-course-hardware", hw);
