@@ -515,3 +515,20 @@ def test_a_value_computed_from_named_sets_is_no_other_sets_own(site):
     add_set(site, "cpu-small", fast=summary(30.0, 29.0, 31.0))
     out = convert(site, "{{ mx/named:fast | .1f }} {{ mx/own:fast | .1f }}")
     assert attr_json(out, "data-hw") == [{}, {"cpu-small": "30.0"}]
+
+
+def test_a_measured_number_is_a_control_whose_title_says_what_its_spread_is():
+    """The popover's wording: what the spread is for the sample count (nearest-rank p10 and p90 of a
+    few samples are their extremes), the unit as the prose writes it, and a control a tap or a key reaches."""
+    from coursekit.mdext import ResultsPreprocessor
+
+    assert ResultsPreprocessor.spread_words({"n": 3}) == "min–max"
+    assert ResultsPreprocessor.spread_words({"n": 10}) == "10th–90th percentile (the 2nd of 10 from each end)"
+    assert ResultsPreprocessor.spread_words({"n": 30}) == "10th–90th percentile"
+    md = markdown.Markdown(
+        extensions=["coursekit.mdext"], extension_configs={"coursekit.mdext": {"hardware": "nvidia-h200"}}
+    )
+    out = md.convert("{{ m02/host_overhead:host_us.no_grad | .1f }}")
+    title = re.search(r'title="([^"]+)"', out)[1]
+    assert " µs" in title and " us" not in title and re.search(r"median of \d+ samples", title)
+    assert 'tabindex="0"' in out and 'role="button"' in out
