@@ -93,7 +93,10 @@ def test_phases_and_the_data_of_the_cpu_run(points):
     for world in (2, 4, 8):
         p = points[world]
         assert exchange < set(p["slowest_us"]) and "bus_GBps" in p
-        assert 0 < p["share_of_layer"]["dispatch_combine"]["median"] < 1
+        # the slowest rank's dispatch plus the slowest rank's combine, over the slowest rank's layer: the
+        # two maxima may come from different ranks, so the share can pass 1 (it did once under load, on 8
+        # gloo processes on 2 cores), but each is at most the layer's maximum, so never 2
+        assert 0 < p["share_of_layer"]["dispatch_combine"]["median"] < 2
         assert p["sync_calls_per_step"] is None
 
 
