@@ -23,7 +23,7 @@ Placeholders (one syntax family, ``{{ ... }}``; the kinds are the registry ``KIN
     {{ hardware-sets }}                             a table of every hardware folder in build_results/
     {{ assert m02/a:x.y < m02/b:z }}                a claim the prose makes about two measurements;
                                                     renders nothing (see ``claim`` for when it holds)
-    {{ reading-time part-j/02-eager-per-op.md }}    minutes of prose at 220 words a minute (pages summed)
+    {{ reading-time part-j/02-eager-per-op.md }}    minutes to read the main line (coursekit/teaching.py), pages summed
 
 A value that ends at a timing summary prints its median; hovering shows the spread, the other
 processes' medians and where it was measured. A numeric format demands a number. A placeholder
@@ -49,7 +49,7 @@ from pathlib import Path
 from markdown import Extension
 from markdown.preprocessors import Preprocessor
 
-from coursekit import prose, scoreboard, stats
+from coursekit import prose, scoreboard, stats, teaching
 from coursekit import results as store
 
 PLACEHOLDER = re.compile(r"(?<!\\)\{\{\s*(?P<body>[^{}]+?)\s*\}\}")
@@ -57,7 +57,6 @@ FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 VALUE = re.compile(
     r"^(?P<key>[a-z0-9_]+/[a-z0-9_]+)\s*:\s*(?P<field>@?[\w.\-]+(?:\[[^\]]*\][\w.\-]*)*)\s*(?:\|\s*(?P<fmt>[^|]*))?$"
 )
-WORDS_PER_MINUTE = 220
 START_TAG = re.compile(r"""<[\w-]+(?:\s+[\w:-]+(?:=(?:"[^"]*"|'[^']*'|[^\s"'>]+))?)*""")  # up to its ">"
 STUB_MARK = '!!! note "In preparation"'
 UNIT_TEXT = {"us": " µs", "x": "×", "": ""}  # a stored unit as the prose writes it
@@ -982,7 +981,7 @@ class ResultsPreprocessor(Preprocessor):
 
     def reading_time(self, pages: str, placeholder: str) -> str:
         """Minutes of prose in one page, or the sum over several; a stub reads "in preparation"."""
-        words, written = 0, 0
+        minutes, written = 0, 0
         for page in pages.split():
             path = self.docs_dir / page
             if not path.exists():
@@ -990,9 +989,9 @@ class ResultsPreprocessor(Preprocessor):
             text = path.read_text()
             if STUB_MARK in text:
                 continue
-            words += prose_words(text)
+            minutes += teaching.measure(text).reading_minutes
             written += 1
-        text = f"{max(1, round(words / WORDS_PER_MINUTE))} min" if written else "in preparation"
+        text = f"{minutes} min" if written else "in preparation"
         return self.stash(f'<span class="reading-time">{text}</span>')
 
     def chapter_box(self, rest: str, placeholder: str) -> str:

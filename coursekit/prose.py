@@ -288,6 +288,9 @@ def _strip_fences(text: str) -> str:
     return "\n".join(out)
 
 
+strip_fences = _strip_fences  # public: coursekit.teaching counts the main line outside code
+
+
 def _within_paragraph(text: str, start: int, stop: int) -> bool:
     return not BLOCK_BREAK.search(text, start, stop)
 
