@@ -1,5 +1,5 @@
 """Batch-1 decode: time per output token of our server against Hugging Face transformers' static cache +
-torch.compile (the issue's bar: ours no slower) and its dynamic cache, one request at a time.
+torch.compile (the course's target: ours no slower) and its dynamic cache, one request at a time.
 
 One request of the workload (_workload.py), the one whose prompt has the median length (of 256), 128
 new tokens, greedy, EOS off; model _model.CONFIG (about 200 M parameters, bfloat16). Ours: _server.Engine

@@ -39,7 +39,7 @@ ROUNDS = 3
 HF_BATCH = {"dynamic": 256, "static_compile": 256}  # hf_sweep's fastest batch sizes (check its "best")
 HF_CB = {"use_cuda_graph": True}  # hf_sweep's fastest generate_batch variant ("cuda_graphs"; its default is off)
 HF_ROUTES = ("hf_dynamic", "hf_static_compile", "hf_generate_batch")
-BAR = 3.0  # the bar: ours at least 3x HF's best tokens/s
+BAR = 3.0  # the course's target: ours at least 3x HF's best tokens/s
 CHAPTER = "part-n/14-inference-server.md"
 
 
