@@ -39,17 +39,15 @@ from __future__ import annotations
 
 import contextlib
 import html
-import importlib.util
 import json
 import os
-import pickle
 import re
 from pathlib import Path
 
 from markdown import Extension
 from markdown.preprocessors import Preprocessor
 
-from coursekit import prose, scoreboard, stats, teaching
+from coursekit import figdata, prose, scoreboard, stats, teaching
 from coursekit import results as store
 
 PLACEHOLDER = re.compile(r"(?<!\\)\{\{\s*(?P<body>[^{}]+?)\s*\}\}")
@@ -93,22 +91,7 @@ def _short_versions(prov: dict) -> str:
 
 # ---------------------------------------------------------------- caches shared by every page
 
-_FIGURE_MODULES: dict[Path, tuple[int, object]] = {}
 _COMPUTED: dict[tuple, tuple[object, dict, list]] = {}
-
-
-def _figures_module(path: Path):
-    """snippets/<module>/figures.py, imported once while unchanged."""
-    path = path.resolve()
-    stamp = path.stat().st_mtime_ns
-    cached = _FIGURE_MODULES.get(path)
-    if cached and cached[0] == stamp:
-        return cached[1]
-    spec = importlib.util.spec_from_file_location(f"figures_{path.parent.name}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    _FIGURE_MODULES[path] = (stamp, mod)
-    return mod
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:
@@ -442,71 +425,38 @@ class ResultsPreprocessor(Preprocessor):
         return f'<span class="{css}" title="{html.escape(title)}" {TAPPABLE}>{html.escape(text)}</span>'
 
     def call_figures(self, name: str, placeholder: str, run: int = 0, hardware: str | None = None):
-        """Call function <func> of snippets/<module>/figures.py with the results it asks for;
-        ``run`` picks which process's data each result gives (the last one a result has);
-        ``hardware``, the set it reads as the page's (default: the page's own). Where a CPU set's
-        small sizes cannot draw it, it is drawn from the reference set (its caption says so)."""
+        """Call function <func> of snippets/<module>/figures.py with what coursekit/figdata.py hands
+        it (the notebooks hand it the same); ``run`` picks which process's data each result gives
+        (the last one a result has); ``hardware``, the set it reads as the page's (default: the
+        page's own). Where a CPU set's small sizes cannot draw it, it is drawn from the reference
+        set (its caption says so). Returns (what it returned, {label: document read}, figures.py)."""
         if hardware is not None and hardware != self.hardware:
             with self.on_set(hardware, quiet=self.quiet):
                 return self.call_figures(name, placeholder, run)
         if not re.fullmatch(r"[a-z0-9_]+/[a-z0-9_]+", name):
             self.fail(placeholder, "a figure is named <module folder>/<function in its figures.py>")
-        module_dir, func = name.split("/")
-        path = self.snippets_dir / module_dir / "figures.py"
-        if not path.exists():
-            self.fail(placeholder, f"no {path}")
+        path = figdata.figures_path(name, self.snippets_dir)
         try:
-            fn = getattr(_figures_module(path), func, None)
+            fn = figdata.function(name, self.snippets_dir)
+        except LookupError as exc:
+            self.fail(placeholder, str(exc))
         except Exception as exc:  # a bug in figures.py at import time
             self.fail(placeholder, f"{path} failed to import: {type(exc).__name__}: {exc}")
-        if not callable(fn):
-            self.fail(placeholder, f"{path} has no function {func}()")
-        used: dict[str, dict] = {}
-
-        def results(key: str, hardware: str | None = None, process: int | None = None) -> dict:
-            """A stored result's data: the page's hardware set unless another is named; the
-            process this computation is for unless one is named (1-based)."""
-            if hardware is None:
-                doc = self.doc(key, placeholder)
-                used[key] = doc
-            else:
-                path = store.result_path(key, hardware, self.results_dir)
-                try:
-                    doc = store.load(path)
-                except store.ResultError as exc:
-                    self.fail(placeholder, str(exc))
-                used[f"{key} ({hardware})"] = doc
-            runs = [doc["data"], *doc.get("runs", [])]
-            i = run if process is None else process - 1
-            # the store's copy is shared by every page, so each call gets its own; a pickle round trip
-            # copies JSON data several times faster than copy.deepcopy (which dominated the build)
-            return pickle.loads(pickle.dumps(runs[min(i, len(runs) - 1)], pickle.HIGHEST_PROTOCOL))
-
-        def keys(hardware: str | None = None) -> list[str]:
-            """Every result key stored for a hardware set (the page's by default)."""
-            folder = self.results_dir / (hardware or self.hardware)
-            return sorted(p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.json"))
-
-        def processes(key: str, hardware: str | None = None) -> int:
-            doc = store.load(store.result_path(key, hardware or self.hardware, self.results_dir))
-            return 1 + len(doc.get("runs", []))
-
-        results.keys, results.processes, results.hardware_sets = (
-            keys,
-            processes,
-            (lambda: store.hardware_sets(self.results_dir)),
-        )
-
+        (results,) = args = figdata.arguments(self.hardware, figdata.Store(self.results_dir), run)
         try:
-            return fn(results), used, path
+            value = fn(*args)
         except Exception as exc:
             if store.is_cpu_set(self.hardware) and not self.quiet:
                 # a CPU set's small sizes lack what it reads: the reference's data, marked as borrowed
                 return self.call_figures(name, placeholder, run, hardware=store.REFERENCE_HARDWARE)
             if isinstance(exc, PlaceholderError):
                 raise
-            # a bug in the figure code: name the figure, not just the page
-            self.fail(placeholder, f"{path}:{func}() raised {type(exc).__name__}: {exc}")
+            # a bug in the figure code, or a result it reads missing: name the figure, not just the page
+            self.fail(
+                placeholder, f"{path}:{name.split('/')[1]}() raised {type(exc).__name__}: {str(exc).strip(chr(39))}"
+            )
+        self.borrowed |= any(" (" not in k and d["hardware"] != self.hardware for k, d in results.used.items())
+        return value, results.used, path
 
     def computed(self, name: str, placeholder: str, run: int):
         """call_figures, cached over the whole build while figures.py and the results it read are unchanged."""
