@@ -4,6 +4,8 @@ import math
 
 import plotly.graph_objects as go
 
+from coursekit.stats import paired
+
 LABELS = {
     "requires_grad": "torch.add, inputs require grad",
     "no_grad": "torch.no_grad()",
@@ -121,3 +123,14 @@ def crossover(results):
         height=520, margin=dict(l=60, r=20, t=20, b=60), legend=dict(orientation="h", x=0, y=-0.18, yanchor="top")
     )
     return fig
+
+
+def layers(results) -> dict:
+    """What two layers cost, as per-round differences of variants timed in the same interleaved rounds
+    (coursekit.stats.paired): autograd recording (inputs that require grad, less ``no_grad``) and the
+    output's allocation (``inference_mode``, less the same add with ``out=``)."""
+    host = results("m02/host_overhead")["host_us"]
+    return {
+        "autograd_recording_us": paired(host["requires_grad"], host["no_grad"]),
+        "allocation_us": paired(host["inference_mode"], host["out_no_alloc"]),
+    }
