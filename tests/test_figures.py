@@ -211,3 +211,36 @@ def test_pages_caption_their_figures_and_refer_to_them_by_the_right_number():
         problems += [f"{where}: {m.group(0)!r}: say which figure (Figure N)" for m in vague]
     assert pages >= 14
     assert not problems, "\n".join(problems)
+
+
+# ---------------------------------------------------------------- the methodology page's host sharing
+
+
+def test_host_sharing_counts_results_pinned_to_part_of_the_host():
+    import importlib.util
+
+    from coursekit import figdata
+
+    spec = importlib.util.spec_from_file_location("methodology_figures", SNIPPETS / "methodology" / "figures.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert (mod._cores("0-15"), mod._cores("0-3,8-11"), mod._cores("5")) == (16, 8, 1)
+
+    def doc(workers, affinity, processes):
+        prov = {"workers": workers, "cpu_affinity": affinity, "cpu_count": 32, "processes": processes}
+        return {"data": {}, "provenance": prov}
+
+    docs = {
+        mod.REFERENCE: {"a/alone": doc(1, "0-31", 3), "a/pair": doc(2, "0-15", 1), "a/half": doc(1, "16-31", 3)},
+        mod.RERUN: {"a/alone": doc(1, "0-31", 1)},
+    }
+    out = mod.host_sharing(figdata.Results(figdata.Embedded(docs), mod.REFERENCE))
+    assert out["reference"] == {
+        "results": 3,
+        "alone": 1,
+        "shared": 2,
+        "host_bound": 2,
+        "host_bound_shared": 1,
+        "host_bound_shared_keys": "a/half",
+    }
+    assert out["rerun"]["shared"] == 0 and out["rerun"]["host_bound_shared_keys"] == "none"

@@ -163,3 +163,42 @@ def drift_figure(results):
         margin={"l": 280, "r": 20, "t": 20, "b": 60},
     )
     return fig
+
+
+def _cores(affinity: str) -> int:
+    """How many cores a ``cpu_affinity`` such as ``"0-15"`` or ``"0-3,8-11"`` names."""
+    count = 0
+    for part in str(affinity).split(","):
+        lo, _, hi = part.strip().partition("-")
+        count += int(hi or lo) - int(lo) + 1
+    return count
+
+
+def host_sharing(results) -> dict:
+    """How each result of the two H200 runs had the host: alone (one build worker, every core), or
+    pinned to a share of the cores while other work could run beside it (``workers`` > 1, or an
+    affinity narrower than the host, as when two build jobs ran at once, one per GPU). Read from
+    each result's provenance; ``host_bound`` are the results measured in several processes."""
+    out = {}
+    for name, hardware in (("reference", REFERENCE), ("rerun", RERUN)):
+        if hardware not in results.hardware_sets():
+            continue
+        shared, host_bound_shared, n, host_bound = [], [], 0, 0
+        for key in results.keys(hardware):
+            prov = results.document(key, hardware)["provenance"]
+            n += 1
+            several = int(prov.get("processes") or 1) > 1
+            host_bound += several
+            if int(prov.get("workers") or 1) > 1 or _cores(prov["cpu_affinity"]) < int(prov["cpu_count"]):
+                shared.append(key)
+                if several:
+                    host_bound_shared.append(key)
+        out[name] = {
+            "results": n,
+            "alone": n - len(shared),
+            "shared": len(shared),
+            "host_bound": host_bound,
+            "host_bound_shared": len(host_bound_shared),
+            "host_bound_shared_keys": ", ".join(host_bound_shared) or "none",
+        }
+    return out
