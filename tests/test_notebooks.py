@@ -274,11 +274,24 @@ def test_every_chapter_opens_with_its_box(built_site):
 def test_glossary_file_and_page_agree():
     hover = plugin.glossary()
     page = (ROOT / "docs" / "glossary.md").read_text()
-    listed = set(re.findall(r"^\| ([A-Za-z0-9]+) \|", page, re.M)) - {"Abbreviation"}
+    listed = set(re.findall(r"^\| ([A-Za-z0-9]+) \|", page, re.M)) - {"Abbreviation", "Concept"}
     singular = {a for a in hover if not (a.endswith("s") and a[:-1] in hover)}
     assert listed == singular, f"only on the page: {listed - singular}; only in the file: {singular - listed}"
     for required in ("HBM", "SM", "PTX", "SASS", "FX", "ATen", "TTGIR", "TTIR", "KV", "MoE", "EP", "GQA", "RoPE"):
         assert required in hover
+
+
+def test_glossary_concepts_link_the_section_that_explains_them():
+    page = (ROOT / "docs" / "glossary.md").read_text()
+    concepts = re.findall(
+        r"^\| \*\*(.+?)\*\* \| .+ \| \[[^\]]+\]\((part-[j-n]/\d\d-[\w-]+\.md)#([\w-]+)\) \|$", page, re.M
+    )
+    assert len(concepts) >= 30, (
+        f"{len(concepts)} concepts, each a bold name, a sentence and a link to a chapter section"
+    )
+    rows = [line for line in page.splitlines() if line.startswith("| **")]
+    assert len(rows) == len(concepts), [r for r in rows if not re.search(r"\.md#[\w-]+\) \|$", r)]
+    # that each anchor exists is checked by the strict build (mkdocs.yml: validation.anchors)
 
 
 def test_glossary_rejects_a_malformed_line(tmp_path):
