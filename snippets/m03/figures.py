@@ -440,3 +440,44 @@ def host_ladder(results) -> go.Figure:
         legend={"orientation": "h", "yanchor": "top", "y": -0.15},
     )
     return fig
+
+
+ISSUE_RUNGS = {"reduce_overhead": "reduce-overhead", "inductor": "default", "graphed": "graph.replay()"}
+
+
+def issue_runs(results) -> dict:
+    """Issue from idle against back-to-back time per forward, for every process of both H200 runs,
+    as a text table. The two are timed in separate phases of one process, so a host that changes
+    speed between the phases moves one and not the other: a host-bound call from idle should take
+    no longer than one back to back, and where it does, the phases ran at different host speeds."""
+    names = {"nvidia-h200": "first", "nvidia-h200-rerun": "second"}
+    lines = [
+        "issue from idle / back to back, µs per forward (medians)",
+        f"{'run':7s}{'process':>8s}" + "".join(f"{label:>18s}" for label in ISSUE_RUNGS.values()),
+    ]
+    for hw, run_name in names.items():
+        if hw not in results.hardware_sets():
+            continue
+        for process in range(1, results.processes("m03/host_cost", hardware=hw) + 1):
+            data = results("m03/host_cost", hardware=hw, process=process)
+            cells = "".join(
+                f"{data['issue_us'][RUNGS[s]]['median']:>11.0f} / {data['host_us'][RUNGS[s]]['median']:<4.0f}"
+                for s in ISSUE_RUNGS
+            )
+            lines.append(f"{run_name:7s}{process:>8d}{cells}")
+    return {"table": "\n".join(lines)}
+
+
+def misses(results) -> dict:
+    """How far each measurement landed from its prediction: measured speedup over predicted
+    speedup (1 = the prediction was exact), per batch size, for the two simple rules of derived()."""
+    modes = {p["tokens"]: p["modes"] for p in results("m03/modes")["points"]}
+    out = {}
+    for row in derived(results)["points"]:
+        by_mode = modes[row["tokens"]]
+        miss = {"fusion": by_mode["default"]["speedup"]["median"] / row["predicted_fusion_speedup"]}
+        if "eager-cudagraph" in by_mode:  # CUDA runs only
+            miss["graphs"] = by_mode["eager-cudagraph"]["speedup"]["median"] / row["predicted_graphs_speedup"]
+            miss["reduce_overhead"] = by_mode["reduce-overhead"]["speedup"]["median"] / row["predicted_graphs_speedup"]
+        out[str(row["tokens"])] = miss
+    return {"by_tokens": out}
