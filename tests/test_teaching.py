@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 CHAPTERS = sorted(DOCS.glob("part-*/[0-9][0-9]-*.md"))
 TEACHING_EDITION: list[str] = [  # chapters rewritten to the teaching edition, one a line
+    "part-j/01-why-eager-won.md",
     "part-j/02-eager-per-op.md",
     "part-j/03-graph-mode.md",
 ]

@@ -75,7 +75,7 @@ def train_step(results):
 
 
 def train_step_time(results):
-    """Steady time per training step, with the share of the measured GEMM ceiling each reaches."""
+    """Steady time per training step, with the share of the measured GEMM reference each reaches."""
     d = results("m01/train_step")
     gemm = results("methodology/ceilings")["gemm"]
     peak = gemm["TFLOPs"]["median"]
@@ -91,7 +91,7 @@ def train_step_time(results):
             down.append(s["median"] - s["p10"])
             hover.append(
                 f"{label}: {s['median']:,.0f} µs per step (p10 {s['p10']:,.0f}, p90 {s['p90']:,.0f})<br>"
-                f"{tf:.3g} TFLOP/s = {tf / peak:.1%} of the {gemm['dtype']} GEMM ceiling ({peak:.4g})"
+                f"{tf:.3g} TFLOP/s = {tf / peak:.1%} of the {gemm['dtype']} GEMM reference ({peak:.4g})"
             )
         fig.add_bar(
             x=xs,
@@ -106,3 +106,29 @@ def train_step_time(results):
     fig.update_xaxes(title=f"4-layer MLP, {d['dtype']}, SGD")
     fig.update_layout(barmode="group", height=420, margin=dict(l=70, r=20, t=20, b=60))
     return fig
+
+
+def step_facts(results) -> dict:
+    """Numbers the chapter derives from two stored results (computed per process, no measurement).
+
+    - dispatch_share: the small eager step's kernels, each at module 02's host cost of one op that
+      records autograd (m02/host_overhead, requires_grad), over the host phases of the step
+      (forward and loss, backward, optimizer step, zero_grad): the part of the host's time that
+      per-op dispatch alone would explain.
+    - model_compile_cost_us, optimizer_compile_cost_us: the per-round difference, in the same
+      interleaved rounds of m01/compile_variants, between compiling the model alone (or the
+      optimizer step alone) and eager; its median, with the per-round spread.
+    """
+    from coursekit.stats import paired
+
+    parts = results("m01/train_step")["configs"]["small_mlp"]["eager_parts"]
+    per_op_us = results("m02/host_overhead")["host_us"]["requires_grad"]["median"]
+    host_us = sum(parts[p]["median"] for p in ("forward_and_loss", "backward", "optimizer_step", "zero_grad"))
+    steps = results("m01/compile_variants")["step_us"]
+    return {
+        "dispatch_us": parts["kernels_per_step"] * per_op_us,
+        "host_us": host_us,
+        "dispatch_share": parts["kernels_per_step"] * per_op_us / host_us,
+        "model_compile_cost_us": paired(steps["model_only"], steps["eager"]),
+        "optimizer_compile_cost_us": paired(steps["optimizer_only"], steps["eager"]),
+    }
