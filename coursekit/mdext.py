@@ -963,8 +963,9 @@ class ResultsPreprocessor(Preprocessor):
                 "derived_from": list(spent.results),
             }
             how = (
-                f"GPU seconds on {reference}: each result's processes' wall time (provenance duration_s) times the "
-                f"GPUs it held, summed; measured {spent.dates[0]} to {spent.dates[1]}"
+                f"GPU seconds the stored results took on the reference set, {reference}: each result's run time "
+                f"(every process it was measured in) times the GPUs it held, summed; measured {spent.dates[0]} "
+                f"to {spent.dates[1]}"
             )
             return self.measured_span(text, doc, [how])
 
