@@ -442,7 +442,7 @@ def host_ladder(results) -> go.Figure:
     return fig
 
 
-ISSUE_RUNGS = {"reduce_overhead": "reduce-overhead", "inductor": "default", "graphed": "graph.replay()"}
+ISSUE_RUNGS = {"reduce_overhead": "reduce-overhead", "inductor": "default", "graphed": "replay"}
 
 
 def issue_runs(results) -> dict:
@@ -451,9 +451,10 @@ def issue_runs(results) -> dict:
     speed between the phases moves one and not the other: a host-bound call from idle should take
     no longer than one back to back, and where it does, the phases ran at different host speeds."""
     names = {"nvidia-h200": "first", "nvidia-h200-rerun": "second"}
+    widths = (15, 9, 8)  # narrow enough for a phone
     lines = [
-        "issue from idle / back to back, µs per forward (medians)",
-        f"{'run':7s}{'process':>8s}" + "".join(f"{label:>18s}" for label in ISSUE_RUNGS.values()),
+        "issue / back to back, µs (medians)",
+        f"{'run':9s}" + "".join(f"{label:>{w}s}" for label, w in zip(ISSUE_RUNGS.values(), widths)),
     ]
     for hw, run_name in names.items():
         if hw not in results.hardware_sets():
@@ -461,10 +462,10 @@ def issue_runs(results) -> dict:
         for process in range(1, results.processes("m03/host_cost", hardware=hw) + 1):
             data = results("m03/host_cost", hardware=hw, process=process)
             cells = "".join(
-                f"{data['issue_us'][RUNGS[s]]['median']:>11.0f} / {data['host_us'][RUNGS[s]]['median']:<4.0f}"
-                for s in ISSUE_RUNGS
+                f"{data['issue_us'][RUNGS[s]]['median']:.0f}/{data['host_us'][RUNGS[s]]['median']:.0f}".rjust(w)
+                for s, w in zip(ISSUE_RUNGS, widths)
             )
-            lines.append(f"{run_name:7s}{process:>8d}{cells}")
+            lines.append(f"{run_name + ' ' + str(process):9s}{cells}")
     return {"table": "\n".join(lines)}
 
 
