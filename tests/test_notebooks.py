@@ -284,13 +284,13 @@ def test_glossary_file_and_page_agree():
 def test_glossary_concepts_link_the_section_that_explains_them():
     page = (ROOT / "docs" / "glossary.md").read_text()
     concepts = re.findall(
-        r"^\| \*\*(.+?)\*\* \| .+ \| \[[^\]]+\]\((part-[j-n]/\d\d-[\w-]+\.md)#([\w-]+)\) \|$", page, re.M
+        r"^- \*\*(.+?)\*\*: .+ See \[[^\]]+\]\((part-[j-n]/\d\d-[\w-]+\.md)#([\w-]+)\)\.$", page, re.M
     )
     assert len(concepts) >= 30, (
         f"{len(concepts)} concepts, each a bold name, a sentence and a link to a chapter section"
     )
-    rows = [line for line in page.splitlines() if line.startswith("| **")]
-    assert len(rows) == len(concepts), [r for r in rows if not re.search(r"\.md#[\w-]+\) \|$", r)]
+    rows = [line for line in page.splitlines() if line.startswith("- **")]
+    assert len(rows) == len(concepts), [r for r in rows if not re.search(r"\.md#[\w-]+\)\.$", r)]
     missing = [f"{name}: {target}#{anchor}" for name, target, anchor in concepts if anchor not in _heading_ids(target)]
     assert not missing, f"glossary links to sections the chapters no longer have: {missing}"
 
