@@ -168,17 +168,24 @@ def figure_ids(pg):
 def wait_for_figures(pg, ids=None, not_ids=None):
     """Until every figure of the page is drawn; with ids, until the page's figures are those, and
     with not_ids, until they are not those (after instant navigation the previous page's drawn
-    figures are still there for a moment)."""
+    figures are still there for a moment). A figure is drawn when it nears the viewport (figures.js),
+    so the page is scrolled to each undrawn one in turn, as a reader scrolling down would; the
+    scroll position is restored at the end."""
+    top = pg.evaluate("() => window.scrollY")
     pg.wait_for_function(
         """([ids, notIds]) => {
         const plots = [...document.querySelectorAll('.course-plot')];
         const now = JSON.stringify(plots.map(p => p.parentNode.id));
-        return plots.length > 0 && plots.every(p => p.querySelector('.main-svg'))
+        const undrawn = plots.find(p => !p.querySelector('.main-svg'));
+        if (undrawn && document.readyState === 'complete') undrawn.scrollIntoView({block: 'center'});
+        return plots.length > 0 && !undrawn
             && (ids === null || now === JSON.stringify(ids)) && (notIds === null || now !== JSON.stringify(notIds));
     }""",
         arg=[ids, not_ids],
         timeout=20000,
+        polling=100,
     )
+    pg.evaluate("y => window.scrollTo(0, y)", top)
 
 
 def plotly_requests(pg):
@@ -250,6 +257,48 @@ def test_plotly_loads_once_across_instant_navigation(page, server):
     assert page.evaluate("() => window.__sameDocument === true"), "a navigation reloaded the page"
     assert len(plotly_requests(page)) == 1, f"plotly.js requested {plotly_requests(page)}"
     assert len(scripts[0]) == 1 and all(len(s) <= 1 for s in scripts), f"plotly.js script elements: {scripts}"
+    assert page.console_errors == []
+
+
+# ---------------------------------------------------------------- a phone's page load (scripts/bench_phone.py)
+
+
+def test_plotly_and_figures_wait_for_the_load_event_and_the_viewport(page, server):
+    """Neither plotly.js nor drawing holds up a page's load event: plotly.js is requested after it,
+    and a figure far below the screen is drawn only when the reader scrolls near it."""
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(server + MODULE_02, wait_until="load")
+    page.wait_for_load_state("networkidle")
+    state = """() => {
+        const nav = performance.getEntriesByType('navigation')[0];
+        const plotly = performance.getEntriesByType('resource').filter(r => /plotly[^/]*\\.js/.test(r.name));
+        const plots = [...document.querySelectorAll('.course-plot')];
+        const last = plots[plots.length - 1];
+        return {load: nav.loadEventStart, plotly: plotly.map(r => r.startTime), n: plots.length,
+                lastBelow: last.getBoundingClientRect().top - innerHeight, lastDrawn: !!last.querySelector('.main-svg')};
+    }"""
+    before = page.evaluate(state)
+    assert before["n"] > 1 and before["lastBelow"] > 2000, f"page 02's last figure is not far below: {before}"
+    assert not before["lastDrawn"], f"a figure {before['lastBelow']:.0f} px below the screen was drawn at once"
+    page.locator(".course-plot").first.scroll_into_view_if_needed()
+    page.wait_for_function("() => document.querySelector('.course-plot .main-svg')", timeout=20000)
+    after = page.evaluate(state)
+    assert after["plotly"] and all(t >= after["load"] for t in after["plotly"]), f"plotly.js before load: {after}"
+    page.locator(".course-plot").last.scroll_into_view_if_needed()
+    page.wait_for_function("() => [...document.querySelectorAll('.course-plot')].pop().querySelector('.main-svg')")
+    assert len(plotly_requests(page)) == 1 and page.console_errors == []
+
+
+def test_search_index_is_fetched_on_first_use_of_search(page, server):
+    """The search index is not fetched with the page, only when the reader first uses search; then
+    search finds a chapter."""
+    page.goto(server + MODULE_02, wait_until="load")
+    page.wait_for_load_state("networkidle")
+    assert not [u for u in page.requests if u.endswith(SEARCH_INDEX)], "the search index came with the page"
+    page.locator("input[data-md-component=search-query]").click()
+    page.keyboard.type("Triton")
+    page.wait_for_function("() => document.querySelectorAll('.md-search-result__item').length > 0", timeout=20000)
+    assert len([u for u in page.requests if u.endswith(SEARCH_INDEX)]) == 1
     assert page.console_errors == []
 
 

@@ -1,6 +1,7 @@
 // Renders the course's plotly figures from their data-plotly attributes.
 // - plotly.js (self-hosted, the bundle matching the site's plotly version) is loaded once,
-//   and only on pages that have a figure;
+//   only on pages that have a figure, after the page's load event, when the first figure nears
+//   the viewport; each figure is drawn as it nears the viewport (see "lazy drawing");
 // - works with Material's instant navigation: document$ emits on every page change, and
 //   figures of the page navigated away from are purged;
 // - follows the light/dark palette, re-rendering when the reader toggles it: every colour a
@@ -481,6 +482,40 @@
     return { data: solid.concat(dashed), layout: layout };
   }
 
+  // ------------------------------------------------------------------ lazy drawing
+  // plotly.js (1.2 MB) and drawing a figure cost a throttled phone seconds: neither holds up the
+  // page's load event. After it, a figure is drawn when it comes within NEAR of the viewport
+  // (IntersectionObserver), and the first such figure fetches plotly.js. A figure that has not
+  // been drawn keeps its room (course.css: .course-plot:not(.js-plotly-plot)).
+  var NEAR = "1000px 0px 1000px 0px";  // about a phone screen above and below
+  var watcher = null;
+
+  function afterLoad(fn) {
+    if (document.readyState === "complete") fn();  // instant navigation: long loaded
+    else window.addEventListener("load", function () { fn(); }, { once: true });
+  }
+
+  // calls drawOne(el) for each of els once, when el nears the viewport; a new page's call stops the
+  // previous page's watching
+  var generation = 0;
+  function lazily(els, drawOne) {
+    var mine = ++generation;
+    if (watcher) { watcher.disconnect(); watcher = null; }
+    if (!els.length) return;
+    afterLoad(function () {
+      if (mine !== generation) return;  // the reader navigated on before the load event
+      if (!("IntersectionObserver" in window)) { els.forEach(drawOne); return; }
+      watcher = new IntersectionObserver(function (entries, obs) {
+        entries.forEach(function (e) {
+          if (!e.isIntersecting) return;
+          obs.unobserve(e.target);
+          drawOne(e.target);
+        });
+      }, { rootMargin: NEAR });
+      els.forEach(function (el) { watcher.observe(el); });
+    });
+  }
+
   // ------------------------------------------------------------------ drawing
   // What can only be settled once plotly has laid the figure out, in one relayout:
   // - a plot area squeezed by its margins (legend rows, wrapped labels) gets its height back;
@@ -552,6 +587,15 @@
     }
   }
 
+  // draw one figure of the page (plotly.js fetched for the first), and keep it for redraws
+  function drawOne(el) {
+    loadPlotly().then(function (Plotly) {
+      if (!document.body.contains(el)) return;  // the reader navigated on while plotly.js loaded
+      draw(el, Plotly);
+      if (rendered.indexOf(el) < 0) rendered.push(el);
+    }).catch(function (err) { console.error(err); });
+  }
+
   function renderAll() {
     // purge figures of pages navigated away from
     rendered = rendered.filter(function (el) {
@@ -560,14 +604,7 @@
       return false;
     });
     var els = Array.prototype.slice.call(document.querySelectorAll(".course-plot"));
-    if (!els.length) return;
-    loadPlotly().then(function (Plotly) {
-      els.forEach(function (el) {
-        if (!document.body.contains(el)) return;  // the reader navigated on while plotly.js loaded
-        draw(el, Plotly);
-        if (rendered.indexOf(el) < 0) rendered.push(el);
-      });
-    }).catch(function (err) { console.error(err); });
+    lazily(els, drawOne);
   }
 
   function redrawAll() {

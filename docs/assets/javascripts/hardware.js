@@ -40,6 +40,9 @@
   function showValues(info, hw) {
     var labels = info.labels;
     document.querySelectorAll("[data-hw]").forEach(function (el) {
+      // the page's own set on a number never changed: nothing to write (a write to every number
+      // would cost a phone a relayout of the page before its load event)
+      if (hw === info.page && !original.has(el)) return;
       var values;
       try { values = JSON.parse(el.getAttribute("data-hw")); } catch (err) { return; }
       if (!original.has(el)) {
@@ -70,9 +73,11 @@
   function showClaims(info, hw) {
     document.querySelectorAll("[data-hw-fails]").forEach(function (el) {
       var fails = el.getAttribute("data-hw-fails").split(/\s+/).indexOf(hw) >= 0;
-      el.hidden = !fails;
-      el.textContent = fails
+      var text = fails
         ? "[on " + info.labels[hw] + " the measurement does not bear out the claim next to this mark]" : "";
+      if (el.hidden === !fails && el.textContent === text) return;  // unchanged: no write
+      el.hidden = !fails;
+      el.textContent = text;
     });
   }
 

@@ -115,10 +115,16 @@
   const TABLES = ".md-typeset .md-typeset__scrollwrap";
   const SCROLLERS = `${TABLES}, .md-typeset pre > code, .md-typeset .highlight-ipynb, .md-typeset .jp-OutputArea-output pre`;
 
-  function mark(box) {
-    const scrolls = box.scrollWidth > box.clientWidth + 1;
-    box.classList.toggle("course-scrolls-left", scrolls && box.scrollLeft > 1);
-    box.classList.toggle("course-scrolls-right", scrolls && box.scrollLeft + box.clientWidth < box.scrollWidth - 1);
+  // a box's geometry, read apart from the writes (mark), so that marking every box of a page costs
+  // one layout, not one per box
+  function measure(box) {
+    return { box, scrollWidth: box.scrollWidth, clientWidth: box.clientWidth, scrollLeft: box.scrollLeft };
+  }
+
+  function mark(box, m = measure(box)) {
+    const scrolls = m.scrollWidth > m.clientWidth + 1;
+    box.classList.toggle("course-scrolls-left", scrolls && m.scrollLeft > 1);
+    box.classList.toggle("course-scrolls-right", scrolls && m.scrollLeft + m.clientWidth < m.scrollWidth - 1);
     if (scrolls && !box.hasAttribute("tabindex")) {
       box.tabIndex = 0;
       box.dataset.courseScroll = "tabindex";
@@ -138,7 +144,14 @@
   }
 
   function markAll() {
-    document.querySelectorAll(SCROLLERS).forEach(mark);
+    const measured = [...document.querySelectorAll(SCROLLERS)].map(measure);
+    measured.forEach((m) => mark(m.box, m));
+  }
+
+  // after the page's load event (a phone's load is not held up by a layout of every box)
+  function afterLoad(fn) {
+    if (document.readyState === "complete") fn();
+    else window.addEventListener("load", () => fn(), { once: true });
   }
 
   document.addEventListener("scroll", (event) => event.target.matches?.(SCROLLERS) && mark(event.target), true);
@@ -155,8 +168,10 @@
       if (!el.hasAttribute("tabindex")) el.tabIndex = 0;
       if (!el.hasAttribute("role")) el.setAttribute("role", "button");
     });
-    markAll();
-    setTimeout(markAll, 500); // after Material has wrapped the tables and the fonts have settled
+    afterLoad(() => {
+      markAll();
+      setTimeout(markAll, 500); // after Material has wrapped the tables and the fonts have settled
+    });
   }
 
   if (typeof document$ !== "undefined") document$.subscribe(onPage);
