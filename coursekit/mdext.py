@@ -866,8 +866,8 @@ class ResultsPreprocessor(Preprocessor):
 
     def scoreboard(self, rest: str, placeholder: str) -> str:
         """``{{ scoreboard }}``: every race stored for this hardware (coursekit/scoreboard.py), one
-        row each: what the course wrote, its peer, both times, the ratio and its spread, the bar and
-        whether it is met, with links to the chapter, the snippet and the raw data. A missed bar is a
+        row each: what the course wrote, its peer, both times, the ratio and its spread, the target and
+        whether it is met, with links to the chapter, the snippet and the raw data. A missed target is a
         row like the others, marked."""
         if rest.strip():
             self.fail(placeholder, "the scoreboard takes no arguments: {{ scoreboard }}")
@@ -913,7 +913,7 @@ class ResultsPreprocessor(Preprocessor):
             "Ours",
             "Theirs",
             "Ratio (theirs / ours)",
-            "Bar",
+            "Target",
             "Verdict",
             "Chapter",
             "Snippet",
@@ -921,7 +921,7 @@ class ResultsPreprocessor(Preprocessor):
         ]
         return self.stash(
             f'<p class="scoreboard-summary">{len(rows)} races on {html.escape(self.hardware)}: '
-            f"{met} meet their bar, {len(rows) - met} miss it.</p>"
+            f"{met} meet their target, {len(rows) - met} miss it.</p>"
             '<div class="md-typeset__scrollwrap"><div class="md-typeset__table"><table class="scoreboard"><thead><tr>'
             + "".join(f"<th>{h}</th>" for h in head)
             + "</tr></thead><tbody>"

@@ -107,7 +107,7 @@ def test_the_scoreboard_page_shows_every_race_and_marks_the_misses(built_site):
         assert verdict == ("meets" if row["meets"] else "misses")
         assert f"{row['key']}.py" in cells and "downloads/data/nvidia-h200/" in cells
     missed = sum(not r["meets"] for r in rows)
-    assert f"{len(rows) - missed} meet their bar, {missed} miss it" in page
+    assert f"{len(rows) - missed} meet their target, {missed} miss it" in page
 
 
 def test_paired_summaries_are_taken_round_by_round_and_refuse_unpaired_ones():

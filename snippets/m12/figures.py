@@ -390,7 +390,7 @@ def _time_traces(fig, points: list[dict], x: list, floors: list[dict], row=None,
 
 def batch_sweep(results) -> go.Figure:
     """fp32 logits, V = 262,144, k = 50, batch 1 to 256: device time per call of each variant (graph
-    replays, interleaved rounds), the copy timed beside them, the read floor, and the issue's bars."""
+    replays, interleaved rounds), the copy timed beside them, the read floor, and the targets."""
     race = results("m12/race")
     copy_GBps = results("methodology/ceilings")["copy"]["GBps"]
     points = sorted(race["points"], key=lambda p: p["batch"])
@@ -404,8 +404,8 @@ def batch_sweep(results) -> go.Figure:
             y=[us for _, us in bars],
             mode="markers",
             marker={"symbol": "triangle-down", "size": 13, "color": COLORS["bar"]},
-            name="the issue's bar for ours",
-            hovertemplate="batch %{x}: bar %{y:.0f} µs<extra></extra>",
+            name="the target for ours",
+            hovertemplate="batch %{x}: target %{y:.0f} µs<extra></extra>",
         )
     )
     fig.update_xaxes(

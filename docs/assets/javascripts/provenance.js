@@ -121,6 +121,21 @@
     return { box, scrollWidth: box.scrollWidth, clientWidth: box.clientWidth, scrollLeft: box.scrollLeft };
   }
 
+  // A scrolling table's name, unique on the page (several regions of one name are one landmark
+  // to a screen reader): the heading it sits under, and a count where a heading has several.
+  function regionLabel(box) {
+    let heading = "";
+    for (const h of document.querySelectorAll("article :is(h1, h2, h3, h4)")) {
+      if (h.compareDocumentPosition(box) & Node.DOCUMENT_POSITION_FOLLOWING) heading = h.textContent.replace(/¶$/, "").trim();
+      else break;
+    }
+    const base = heading ? `table under “${heading}”, scrolls sideways` : "table, scrolls sideways";
+    const taken = new Set([...document.querySelectorAll("[role=region][aria-label]")].map((e) => e.getAttribute("aria-label")));
+    let label = base;
+    for (let n = 2; taken.has(label); n++) label = `${base} (${n})`;
+    return label;
+  }
+
   function mark(box, m = measure(box)) {
     const scrolls = m.scrollWidth > m.clientWidth + 1;
     box.classList.toggle("course-scrolls-left", scrolls && m.scrollLeft > 1);
@@ -130,7 +145,7 @@
       box.dataset.courseScroll = "tabindex";
       if (box.matches(TABLES) && !box.hasAttribute("role")) {
         box.setAttribute("role", "region"); // what the focus names: "table, scrolls sideways"
-        box.setAttribute("aria-label", "table, scrolls sideways");
+        box.setAttribute("aria-label", regionLabel(box));
         box.dataset.courseScroll = "tabindex role";
       }
     } else if (!scrolls && box.dataset.courseScroll !== undefined) {
@@ -161,8 +176,29 @@
     pending = setTimeout(markAll, 150);
   });
 
+  // ------------------------------------------------------------------ wide tables as cards
+  // The scoreboard and the hardware sets' table become cards on a narrow screen (course.css): each
+  // cell carries its column's name (data-label), and the table's parts keep their table roles, which
+  // a browser drops from a table displayed as blocks.
+  const CARD_TABLES = ".md-typeset table.scoreboard, .md-typeset .hardware-sets table";
+
+  function asCards(table) {
+    const heads = [...table.querySelectorAll("thead th")].map((th) => th.textContent.trim());
+    table.setAttribute("role", "table");
+    table.querySelectorAll("thead, tbody").forEach((g) => g.setAttribute("role", "rowgroup"));
+    table.querySelectorAll("tr").forEach((tr) => tr.setAttribute("role", "row"));
+    table.querySelectorAll("th").forEach((th) => th.setAttribute("role", "columnheader"));
+    table.querySelectorAll("tbody tr").forEach((tr) => {
+      [...tr.children].forEach((td, i) => {
+        td.setAttribute("role", "cell");
+        if (heads[i] && !td.hasAttribute("data-label")) td.setAttribute("data-label", heads[i]);
+      });
+    });
+  }
+
   function onPage() {
     close();
+    document.querySelectorAll(CARD_TABLES).forEach(asCards);
     // mdext writes each number as a control; one written by hand becomes one here
     document.querySelectorAll(NUMBERS).forEach((el) => {
       if (!el.hasAttribute("tabindex")) el.tabIndex = 0;
