@@ -312,17 +312,19 @@ def standalone(snippet: Path) -> str:
         ]
         used = _used_names(code)
         project = _project_imports(stmts, path)
-        # only the imports the kept code uses, and none the file already has
-        imports = [
-            new_names(only_used(s, used))
-            for s in stmts
-            if isinstance(s, ast.Import | ast.ImportFrom)
-            and not _project_imports([s], path)
-            and set(_bound_names(s)) & used
-            and ast.unparse(s) not in own_imports
-        ]
-        imports = [s for s in imports if s is not None]
-        kept[path] = imports + code
+        # only the imports the kept code uses, and none the file already has; in the file's own
+        # order, so that code between imports (a switch of the environment that an import reads,
+        # such as TRITON_INTERPRET before `import triton`) still runs before them
+        kept[path] = []
+        for s in stmts:
+            if isinstance(s, ast.Import | ast.ImportFrom):
+                if _project_imports([s], path) or not set(_bound_names(s)) & used or ast.unparse(s) in own_imports:
+                    continue
+                s = new_names(only_used(s, used))
+            elif not any(s is c for c in code):
+                continue
+            if s is not None:
+                kept[path].append(s)
         needs[path] = {project[n][0] for n in used if n in project and project[n][0] in by_module}
     # Modules in dependency order (what a module's code uses is defined above it), then by name.
     order: list[Path] = []

@@ -88,8 +88,8 @@ _fork_server = None
 
 
 def run_reader_code(args, code: str, cwd, timeout=600):
-    """run_python(args, cwd=cwd, env_extra={"PYTHONPATH": ""}) for what a reader runs (a code block,
-    a snippet's download), forked from a server that has imported torch and triton once
+    """run_python(args, cwd=cwd, env_extra={"PYTHONPATH": ""}) for a code block a reader runs,
+    forked from a server that has imported torch and triton once
     (tests/forkserver.py) unless ``code`` touches the environment or multiprocessing; then, and
     with COURSE_TESTS_FRESH=1, in a fresh interpreter."""
     global _fork_server
@@ -162,28 +162,61 @@ def _shared_dir() -> Path | None:
     return folder
 
 
+READER_VARIABLES = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TERM")
+
+
+def reader_env() -> dict:
+    """The environment of a reader who runs a download on a CPU: a login's variables and nothing of
+    the project's: no TRITON_INTERPRET (a file that runs Triton kernels on a CPU must switch Triton's
+    interpreter on itself, before it imports triton), no COURSE_* variable, no PYTHONPATH. Two
+    additions decide nothing about what runs: TMPDIR (the session's folder for children's files)
+    and TORCHINDUCTOR_CACHE_DIR (the test run's one Inductor cache, see child_env). On a machine
+    with a GPU, CUDA_VISIBLE_DEVICES="" hides it: the downloads are proved on the CPU."""
+    env = {k: os.environ[k] for k in READER_VARIABLES if k in os.environ}
+    if _child_tmp is not None:
+        env["TMPDIR"] = str(_child_tmp)
+    if _inductor_dir is not None:
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(_inductor_dir)
+    if shutil.which("nvidia-smi") is not None:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+def run_download(text: str, name: str, timeout=900) -> dict:
+    """A snippet's download ``text`` run as a reader runs it: saved as ``name`` alone in an empty
+    folder outside the repository, in a fresh interpreter (never one forked from a server that has
+    imported triton already: the file's own order must decide Triton's interpreter), in
+    ``reader_env()``, with nothing of the project on the path. It runs through a copy of the build
+    job's runner (coursekit/runner.py, standard library only) beside it:
+    ``python course_runner.py FILE out.json --small --table`` calls measure(small=True) as the job
+    does, writes the data, then prints the table from that data as ``python FILE`` would."""
+    folder = Path(tempfile.mkdtemp(prefix="reader-", dir=_child_tmp))
+    assert not folder.resolve().is_relative_to(ROOT), f"{folder} is inside the repository"
+    try:
+        (folder / name).write_text(text)
+        shutil.copyfile(ROOT / "coursekit" / "runner.py", folder / "course_runner.py")
+        proc = subprocess.run(
+            [sys.executable, "course_runner.py", name, "out.json", "--small", "--table"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=folder,
+            env=reader_env(),
+        )
+        out = folder / "out.json"
+        data = json.loads(out.read_text())["data"] if proc.returncode == 0 and out.exists() else None
+        return {"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr, "data": data}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _run_script(path):
     from coursekit import deps
     from coursekit import results as store
 
     if Path(path).resolve() in {p.resolve() for p in store.snippet_files()}:
-        folder = Path(tempfile.mkdtemp(prefix="reader-", dir=os.environ.get("TMPDIR")))
-        standalone = folder / Path(path).name
-        standalone.write_text(deps.standalone(Path(path)))
-        runner = str(ROOT / "coursekit" / "runner.py")
-        args = [runner, standalone.name, "out.json", "--small", "--table"]
-        proc = run_reader_code(args, standalone.read_text(), folder)
-        out = folder / "out.json"
-        data = json.loads(out.read_text())["data"] if proc.returncode == 0 and out.exists() else None
-        text = standalone.read_text()
-        shutil.rmtree(folder, ignore_errors=True)
-        return {
-            "returncode": proc.returncode,
-            "stdout": proc.stdout,
-            "stderr": proc.stderr,
-            "data": data,
-            "standalone": text,
-        }
+        text = deps.standalone(Path(path))
+        return run_download(text, Path(path).name) | {"standalone": text}
     proc = run_python([str(path)])
     return {"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr, "data": None}
 
@@ -192,13 +225,11 @@ def run_script_once(path):
     """`python path` on the CPU, run once per test session however many tests need it (and, under
     pytest-xdist, once per test run: the workers share the result through a locked file).
 
-    A measured snippet runs as its download: the same file with the course's helpers it uses
-    inlined (coursekit/deps.py), alone in an empty folder with nothing of the project on the path,
-    through the build job's runner (`python coursekit/runner.py FILE OUT --small --table`, a
-    stdlib-only script: the package `coursekit` is not importable there). The runner calls
-    measure(small=True) as the build job does, writes the data (kept here as ``proc.data``), then
-    prints the snippet's table from that data as `python FILE` would. That one run proves the
-    table, the data (tests/test_snippets.py) and the download (tests/test_downloads.py, which also
+    A measured snippet runs as its download (``run_download``): the same file with the course's
+    helpers it uses inlined (coursekit/deps.py), alone in an empty folder with nothing of the
+    project on the path, in a fresh interpreter with a reader's environment (``reader_env``),
+    through a copy of the build job's runner. That one run proves the table, the data
+    (``proc.data``, tests/test_snippets.py) and the download (tests/test_downloads.py, which also
     checks statically that no download imports the project)."""
     import fcntl
     import hashlib

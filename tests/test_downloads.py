@@ -1,11 +1,14 @@
 """Every snippet's download, as the built site serves it, runs alone: copied into an empty folder
-outside the repository, with nothing of the project on the path, on the CPU at small sizes."""
+outside the repository, with nothing of the project on the path, in a fresh interpreter with a
+reader's environment (no TRITON_INTERPRET, no COURSE_* variable), on the CPU at small sizes."""
 
 import ast
+import os
 
 import pytest
-from conftest import ROOT, run_script_once
+from conftest import ROOT, reader_env, run_download, run_script_once
 
+from coursekit import deps
 from coursekit import results as store
 
 SNIPPETS = store.snippet_files()
@@ -62,3 +65,128 @@ def test_downloads_pass_pyflakes(built_site):
     site, _ = built_site
     proc = ruff("check", "--no-cache", "--isolated", "--select", "F", str(site / "downloads"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _module_level(body):
+    """The statements that run when a file is run: the top level, and the branches of its ifs and trys."""
+    for s in body:
+        yield s
+        for name in ("body", "orelse", "finalbody"):
+            if isinstance(s, ast.If | ast.Try):
+                yield from _module_level(getattr(s, name, []))
+        for handler in getattr(s, "handlers", []):
+            yield from _module_level(handler.body)
+
+
+def interpreter_order_problem(text: str) -> str | None:
+    """Why a file's module-level ``import triton`` would run before the file sets TRITON_INTERPRET
+    (Triton reads it once, as it is imported: a kernel then cannot run on a CPU), or None."""
+    first_import = first_switch = None
+    for s in _module_level(ast.parse(text).body):
+        if isinstance(s, ast.Import | ast.ImportFrom) and first_import is None:
+            modules = [a.name for a in s.names] if isinstance(s, ast.Import) else [s.module or ""]
+            if any(m.split(".")[0] == "triton" for m in modules):
+                first_import = s.lineno
+        elif not isinstance(s, ast.If | ast.Try) and "TRITON_INTERPRET" in ast.unparse(s) and first_switch is None:
+            first_switch = s.lineno
+    if first_import is not None and (first_switch is None or first_switch > first_import):
+        where = f"on line {first_switch}" if first_switch else "nowhere"
+        return f"`import triton` on line {first_import} runs before TRITON_INTERPRET is set ({where})"
+    return None
+
+
+@pytest.mark.parametrize("snippet", SNIPPETS, ids=store.snippet_key)
+def test_download_switches_the_interpreter_before_importing_triton(snippet):
+    problem = interpreter_order_problem(deps.standalone(snippet))
+    assert problem is None, f"download of {store.snippet_key(snippet)}: {problem}"
+
+
+HELPER = """import os
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+import triton  # noqa: E402
+
+
+@triton.jit
+def kernel(x):
+    pass
+"""
+
+
+def test_inlined_helper_keeps_its_switch_above_its_triton_import(tmp_path):
+    """A helper whose switch sits between its imports keeps that order when it is inlined (the
+    downloads once put every import of a helper above its code)."""
+    (tmp_path / "_helper.py").write_text(HELPER)
+    snippet = tmp_path / "demo.py"
+    snippet.write_text("import torch\nfrom _helper import kernel\n\n\ndef measure(small=False):\n    return kernel\n")
+    text = deps.standalone(snippet)
+    assert "import triton" in text and "TRITON_INTERPRET" in text
+    assert interpreter_order_problem(text) is None, text
+    assert interpreter_order_problem(
+        HELPER.replace("import triton  # noqa: E402\n", "").replace("import torch\n", "import torch\nimport triton\n")
+    ), "the check must see a triton import above the switch"
+
+
+PROBE = """import os
+import sys
+
+
+def measure(small=False):
+    return {"repetitions": 1, "env": sorted(os.environ), "cwd": os.getcwd(), "small": small,
+            "preloaded": sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "triton", "coursekit"))}
+
+
+if __name__ == "__main__":
+    print(measure())
+"""
+
+
+def test_downloads_run_in_a_readers_environment():
+    """What the download tests run in: no project variable, a fresh interpreter (nothing imported
+    for it), an empty folder outside the repository."""
+    assert not {k for k in reader_env() if k.startswith("COURSE_") or k in ("TRITON_INTERPRET", "PYTHONPATH")}
+    proc = run_download(PROBE, "probe.py", timeout=120)
+    assert proc["returncode"] == 0, proc["stderr"]
+    data = proc["data"]
+    assert not [k for k in data["env"] if k.startswith("COURSE_") or k in ("TRITON_INTERPRET", "PYTHONPATH")], data
+    assert data["preloaded"] == [] and data["small"] is True, data
+    assert not os.path.realpath(data["cwd"]).startswith(str(ROOT)), data["cwd"]
+    assert "'repetitions': 1" in proc["stdout"], proc["stdout"]
+
+
+KERNEL_BEFORE_SWITCH = """import os
+
+import torch
+import triton
+import triton.language as tl
+
+os.environ.setdefault("TRITON_INTERPRET", "1")  # too late: tl.sum was made a compiled-only function at import
+
+
+@triton.jit
+def total(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    tl.store(out_ptr, tl.sum(tl.load(x_ptr + tl.arange(0, BLOCK))))
+
+
+def measure(small=False):
+    x, out = torch.ones(8), torch.zeros(1)
+    total[(1,)](x, out, BLOCK=8)
+    return {"repetitions": 1, "sum": float(out[0])}
+
+
+if __name__ == "__main__":
+    print(measure())
+"""
+
+
+def test_a_download_that_imports_triton_before_its_switch_fails_here():
+    """The download tests see the failure a reader would: a CPU, no TRITON_INTERPRET from outside.
+    (triton.language's own functions, tl.sum among them, are jit'd as triton is imported, so a kernel
+    that calls one fails in the interpreter unless the switch came first.)"""
+    proc = run_download(KERNEL_BEFORE_SWITCH, "late_switch.py", timeout=300)
+    assert proc["returncode"] != 0, "ran although triton was imported before the interpreter was switched on"
+    assert "outside of the scope of a kernel" in proc["stderr"], proc["stderr"][-3000:]
+    assert proc["data"] is None
