@@ -101,10 +101,16 @@ def is_number(value) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def check_finite(value, where: str = "data") -> None:
-    """Every number is finite and every key a string: what JSON and the site can use."""
+MAX_DEPTH = 32  # levels of nesting a result may have (the deepest stored one has far fewer)
+
+
+def check_finite(value, where: str = "data", depth: int = 0) -> None:
+    """Every number is finite, every key a string and nothing nested more than MAX_DEPTH levels:
+    what JSON and the site can use (and the checks below can walk without running out of stack)."""
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return
+    if depth >= MAX_DEPTH and isinstance(value, dict | list | tuple):
+        raise ResultError(f"{where} is nested more than {MAX_DEPTH} levels deep")
     if isinstance(value, int | float):
         if not math.isfinite(value):
             raise ResultError(f"{where} is {value!r}, not a finite number")
@@ -113,11 +119,11 @@ def check_finite(value, where: str = "data") -> None:
         for k, v in value.items():
             if not isinstance(k, str):
                 raise ResultError(f"{where} has a non-string key {k!r}")
-            check_finite(v, f"{where}.{k}")
+            check_finite(v, f"{where}.{k}", depth + 1)
         return
     if isinstance(value, list | tuple):
         for i, v in enumerate(value):
-            check_finite(v, f"{where}[{i}]")
+            check_finite(v, f"{where}[{i}]", depth + 1)
         return
     raise ResultError(f"{where} is a {type(value).__name__}, which JSON cannot store")
 
@@ -166,18 +172,62 @@ def check_data(data, where: str = "data") -> None:
     if not isinstance(data, dict):
         raise ResultError(f"measure() returned a {type(data).__name__}, not a dict")
     check_finite(data, where)
-    reps = data.get("repetitions")
+    if "repetitions" not in data:
+        raise ResultError(
+            f"{where} has no repetitions: measure() returned its data without a repetitions count "
+            "(a positive integer: how many timed repetitions each summary took)"
+        )
+    reps = data["repetitions"]
     if not isinstance(reps, int) or isinstance(reps, bool) or reps < 1:
-        raise ResultError(f"{where}.repetitions must be a positive integer (how many timed repetitions)")
+        raise ResultError(
+            f"{where}.repetitions is {reps!r}: measure() returned a repetitions count that is not a positive integer"
+        )
     if not _check_summaries(data, where):
         raise ResultError(f"{where} holds no timing summary (median/p10/p90/n): record the spread")
     if "races" in data:  # rows of the scoreboard (coursekit/scoreboard.py): refused here if malformed
-        from coursekit.scoreboard import check_race
-
         if not isinstance(data["races"], list):
             raise ResultError(f"{where}.races must be a list of races")
         for i, race in enumerate(data["races"]):
             check_race(race, f"{where}.races.{i}")
+
+
+RACE_FIELDS = ("name", "peer", "ours", "theirs", "bar", "chapter")
+DOCS_DIR = ROOT / "docs"
+
+
+def check_race(race, where: str) -> None:
+    """A race entry as a snippet must store it under data["races"] (coursekit/scoreboard.py reads
+    them): two timing summaries of positive times in one unit, a positive bar, names as text, and
+    the chapter a page of the site (docs/<part>/<page>.md). A ResultError names the field otherwise."""
+    if not isinstance(race, dict):
+        raise ResultError(f"{where}: a race is a dict with {', '.join(RACE_FIELDS)}")
+    missing = [f for f in RACE_FIELDS if f not in race]
+    if missing:
+        raise ResultError(f"{where}: a race lacks {', '.join(missing)}")
+    for name in ("name", "peer"):
+        if not isinstance(race[name], str) or not race[name].strip():
+            raise ResultError(f"{where}.{name} is {race[name]!r}, not a non-empty string")
+    for side in ("ours", "theirs"):
+        summary = race[side]
+        if not is_summary(summary):
+            raise ResultError(f"{where}.{side}: a race compares two timing summaries")
+        check_summary(summary, f"{where}.{side}")
+        for k in SUMMARY_NUMBERS:  # the scoreboard divides by them: a time is positive
+            if summary[k] <= 0:
+                raise ResultError(f"{where}.{side}.{k} is {summary[k]!r}: a race's times must be positive")
+        if any(r <= 0 for r in summary.get("rounds", [])):
+            raise ResultError(f"{where}.{side}.rounds holds a time that is not positive: a race's times must be")
+    if race["ours"]["unit"] != race["theirs"]["unit"]:
+        raise ResultError(f"{where}: ours in {race['ours']['unit']}, theirs in {race['theirs']['unit']}")
+    if not is_number(race["bar"]) or race["bar"] <= 0:
+        raise ResultError(f"{where}.bar: a positive ratio, theirs / ours")
+    chapter = race["chapter"]
+    if (
+        not isinstance(chapter, str)
+        or not re.fullmatch(r"[a-z0-9-]+(/[a-z0-9-]+)*\.md", chapter)
+        or not (DOCS_DIR / chapter).is_file()
+    ):
+        raise ResultError(f"{where}.chapter {chapter!r} is not a page of the site (docs/<part>/<page>.md)")
 
 
 def validate(doc, where: str = "result") -> None:
@@ -204,6 +254,10 @@ def validate(doc, where: str = "result") -> None:
     prov = doc["provenance"]
     if not isinstance(prov, dict):
         raise ResultError(f"{where}: provenance is not an object")
+    try:  # the data first: the build job copies data.repetitions into the provenance
+        check_data(doc["data"])
+    except ResultError as exc:
+        raise ResultError(f"{where}: {exc}") from None
     missing = [f for f in PROVENANCE_FIELDS if prov.get(f) in (None, "")]
     if missing:
         raise ResultError(f"{where}: provenance lacks {', '.join(missing)}")
@@ -223,7 +277,6 @@ def validate(doc, where: str = "result") -> None:
     if not isinstance(runs, list) or len(runs) != processes - 1:
         raise ResultError(f"{where}: runs must list the data of processes 2..{processes} ({processes - 1} entries)")
     try:
-        check_data(doc["data"])
         for i, run in enumerate(runs, 2):
             check_data(run, f"runs[{i - 2}] (process {i})")
     except ResultError as exc:
@@ -267,6 +320,8 @@ def load(path: Path) -> dict:
         doc = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ResultError(f"{path}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise ResultError(f"{path}: nested too deeply to read (more than {MAX_DEPTH} levels are refused)") from None
     except OSError as exc:
         raise ResultError(f"{path}: cannot read ({exc.strerror or exc})") from None
     validate(doc, str(path))

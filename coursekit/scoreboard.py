@@ -28,23 +28,8 @@ from pathlib import Path
 from coursekit import results as store
 from coursekit import stats
 
-RACE_FIELDS = ("name", "peer", "ours", "theirs", "bar", "chapter")
-
-
-def check_race(race, where: str) -> None:
-    """A race entry as a snippet must store it; a ResultError names the field otherwise."""
-    if not isinstance(race, dict):
-        raise store.ResultError(f"{where}: a race is a dict with {', '.join(RACE_FIELDS)}")
-    missing = [f for f in RACE_FIELDS if f not in race]
-    if missing:
-        raise store.ResultError(f"{where}: a race lacks {', '.join(missing)}")
-    for side in ("ours", "theirs"):
-        if not store.is_summary(race[side]):
-            raise store.ResultError(f"{where}.{side}: a race compares two timing summaries")
-    if race["ours"]["unit"] != race["theirs"]["unit"]:
-        raise store.ResultError(f"{where}: ours in {race['ours']['unit']}, theirs in {race['theirs']['unit']}")
-    if not store.is_number(race["bar"]) or race["bar"] <= 0:
-        raise store.ResultError(f"{where}.bar: a positive ratio, theirs / ours")
+# The schema of a race lives with the rest of the schema (coursekit/results.py).
+check_race = store.check_race
 
 
 def rows(hardware: str = store.REFERENCE_HARDWARE, results_dir: Path = store.RESULTS_DIR) -> list[dict]:

@@ -67,3 +67,37 @@ def test_validation_rejects_what_it_should():
         breaks(doc)
         with pytest.raises(store.ResultError):
             store.validate(doc)
+
+
+@pytest.mark.parametrize("reps, said", [(None, "no repetitions"), (0, "repetitions is 0"), ("3", "repetitions is '3'")])
+def test_data_without_a_repetitions_count_is_named_as_what_measure_returned(reps, said):
+    """The build job copies data.repetitions into the provenance: a measure() that returned none is
+    the snippet's fault, and the message says so (not 'provenance lacks repetitions')."""
+    good = store.load(ROOT / "build_results" / store.REFERENCE_HARDWARE / "methodology" / "ceilings.json")
+    doc = __import__("copy").deepcopy(good)
+    doc["data"].pop("repetitions")
+    if reps is not None:
+        doc["data"]["repetitions"] = reps
+    doc["provenance"]["repetitions"] = doc["data"].get("repetitions")  # as coursekit/build.py fills it
+    with pytest.raises(store.ResultError) as err:
+        store.validate(doc, "x.json")
+    message = str(err.value)
+    assert message.startswith("x.json: data") and said in message, message
+    assert "measure() returned" in message and "provenance" not in message, message
+
+
+@pytest.mark.parametrize("depth", [900, 100_000])
+def test_a_result_nested_too_deep_is_refused_naming_the_file(depth, tmp_path):
+    """Not a RecursionError from deep inside the checks: a ResultError that names the file."""
+    import json
+
+    good = store.load(ROOT / "build_results" / store.REFERENCE_HARDWARE / "methodology" / "ceilings.json")
+    text = json.dumps(good)
+    nested = "[" * depth + "1" + "]" * depth
+    path = tmp_path / "nvidia-h200" / "methodology" / "ceilings.json"
+    path.parent.mkdir(parents=True)
+    assert text.count('"data": {') == 1
+    path.write_text(text.replace('"data": {', f'"data": {{"deep": {nested}, '))
+    with pytest.raises(store.ResultError, match="nested") as err:
+        store.load(path)
+    assert str(path) in str(err.value)

@@ -125,3 +125,45 @@ def test_paired_summaries_are_taken_round_by_round_and_refuse_unpaired_ones():
         stats.paired(a, stats.summarize([1.0, 2.0], "us", rounds=True))
     with pytest.raises(ValueError, match="same rounds"):
         stats.paired(a, stats.summarize([1.0, 2.0, 3.0], "us"))
+
+
+def _with(change):
+    r = race(summary(10.0, 9.0, 11.0), summary(12.0, 11.0, 13.0))
+    change(r)
+    return r
+
+
+BAD_RACES = {
+    "zero median": (lambda r: r.update(ours=summary(0.0)), r"ours\.median is 0.0"),
+    "zero p90": (lambda r: r.update(ours=summary(0.0, 0.0, 0.0)), r"ours\.\w+ is 0.0"),
+    "zero round": (
+        lambda r: r.update(ours=summary(10.0, 9.0, 11.0, rounds=[9.0, 0.0, 10.0, 11.0, 11.0])),
+        r"ours\.rounds",
+    ),
+    "negative time": (lambda r: r.update(theirs=summary(-3.0, -4.0, -2.0)), r"theirs\.\w+ is -"),
+    "name not a string": (lambda r: r.update(name=7), r"name is 7"),
+    "empty peer": (lambda r: r.update(peer=""), r"peer is ''"),
+    "no such page": (lambda r: r.update(chapter="part-k/99-nowhere.md"), r"chapter 'part-k/99-nowhere.md'"),
+    "page outside docs": (lambda r: r.update(chapter="../README.md"), r"chapter '../README.md'"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_RACES, ids=list(BAD_RACES))
+def test_a_race_the_scoreboard_cannot_compute_is_refused_at_write_time(case, tmp_path):
+    change, message = BAD_RACES[case]
+    with pytest.raises(store.ResultError, match=message):
+        store_races(tmp_path, "m07/add", [_with(change)])
+    assert not store.result_path("m07/add", "nvidia-h200", tmp_path).exists()
+
+
+@pytest.mark.parametrize("case", BAD_RACES, ids=list(BAD_RACES))
+def test_a_race_the_scoreboard_cannot_compute_is_refused_at_read_time_naming_the_file(case, tmp_path):
+    change, message = BAD_RACES[case]
+    store_races(tmp_path, "m07/add", [_with(lambda r: None)])
+    path = store.result_path("m07/add", "nvidia-h200", tmp_path)
+    doc = json.loads(path.read_text())
+    change(doc["data"]["races"][0])  # written by hand around the store's check
+    path.write_text(json.dumps(doc))
+    with pytest.raises(store.ResultError, match=message) as err:
+        scoreboard.rows("nvidia-h200", tmp_path)
+    assert str(path) in str(err.value)
