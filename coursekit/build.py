@@ -14,6 +14,10 @@ syntax tree, never imported: the job stays torch-free), 1 where it has none, or 
 every snippet. Process 1's data is the result's ``data``, the others' its ``runs``. A result is
 written only when every process succeeded and its data validates, through a temporary file and a
 rename, so a snippet that raises, hangs or returns garbage leaves the stored result untouched.
+Where one process's timing (the median of any summary in its data) lies more than 10x above or
+below the median over three or more processes (a stall of the machine, ``disagreement``), all the
+snippet's processes run again, once; the result is the second attempt, and its provenance says why
+(``remeasured``), naming the disagreement again if it persists. No process is ever dropped.
 
 --gpus N runs N snippets at a time: worker i uses GPU i (CUDA_VISIBLE_DEVICES) and the i-th of N
 contiguous slices of the job's CPU cores, runs all processes of one snippet before taking the
@@ -29,9 +33,12 @@ which holds its pid; a second job exits 3 naming that pid, or waits for it with 
 lock held, it deletes the temporary files of writes that a killed job left behind.
 
 No snippet outlives the job: on every way out, SIGTERM and SIGHUP included, the job kills each
-running snippet's process group (its compile workers too). A SIGKILLed job can do nothing, so the
-kernel sends the snippet's process SIGTERM (PR_SET_PDEATHSIG, set between fork and exec), on which
-the runner kills its whole group; where that is not available, the runner's watchdog does.
+running snippet's process group (its compile workers too) and every process below it, found in
+/proc, even one that left the group with os.setsid(); the runner and the job are child subreapers
+(PR_SET_CHILD_SUBREAPER), so what an exited snippet left behind is re-parented to them and killed.
+A SIGKILLed job can do nothing, so the kernel sends the snippet's process SIGTERM
+(PR_SET_PDEATHSIG, set between fork and exec), on which the runner kills its whole group; where
+that is not available, the runner's watchdog does (a helper that left the group then escapes).
 Linux only (sched_setaffinity, prctl, flock). --gpus N with --cpu runs N CPU workers, for testing.
 
 --cpu --publish writes the CPU run beside the GPU sets, as build_results/cpu-small/ (a CPU set's folder is
@@ -44,7 +51,10 @@ seconds its processes held the GPU) of each snippet, and the build's wall time; 
 PATH writes the same as JSON. Logs go to --logs-dir, or to a temporary folder that is deleted when
 everything succeeded and kept, and named, when something failed. Exit codes: 0 all good; 1 some
 snippet failed (named in the summary); 2 nothing could run (no GPU for GPU results, --gpus more
-than there are, no snippet matches); 3 another job holds the results folder; 128 + N on signal N.
+than there are, no snippet matches, a --hardware name that is not a plain slug, a results folder
+that cannot be locked or written: read-only, a full disk, a .lock that is a folder); 3 another job
+holds the results folder; 128 + N on signal N. A new results folder gets a set.json (its label,
+kind, GPU, whether it is the reference, a description), which the site needs: edit it by hand.
 """
 
 from __future__ import annotations
@@ -59,6 +69,7 @@ import queue
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -74,7 +85,9 @@ CPU_RESULTS_DIR = store.ROOT / ".cache" / "cpu-results"  # --cpu's default: neve
 PUBLISHED_CPU_SET = "cpu-small"  # --cpu --publish's folder under build_results/
 LOCKED = 3  # exit code when another job holds the results folder
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+PR_SET_CHILD_SUBREAPER = 36  # likewise: orphaned descendants are re-parented to us, not to init
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+_SUBREAPER = False  # whether this process adopts its children's orphans (set by main)
 
 
 class Interrupted(BaseException):
@@ -87,6 +100,11 @@ class Interrupted(BaseException):
 
 class Failed(Exception):
     """A snippet could not be measured; the message says why in one line."""
+
+
+class Refused(Exception):
+    """The job cannot run at all (a bad name, a results folder it cannot lock or write): the
+    message says why in one line, and the job exits 2 without measuring anything."""
 
 
 # ---------------------------------------------------------------- the machine and the snippets
@@ -212,7 +230,10 @@ def previous_duration(result: Path) -> float:
     must still start the slowest snippet first); inf when none is known, so new snippets start
     first."""
     results_dir, key = result.parents[2], result.relative_to(result.parents[1])  # <dir>/<hw>/<module>/<x>.json
-    others = sorted(p / key for p in results_dir.iterdir() if p.is_dir()) if results_dir.is_dir() else []
+    try:
+        others = [results_dir / hw / key for hw in store.hardware_sets(results_dir)]
+    except (store.ResultError, OSError):
+        others = []  # a folder that is no set: its results are not a guide
     for path in [result, *others]:
         try:
             return float(json.loads(path.read_text())["provenance"]["duration_s"])
@@ -227,26 +248,34 @@ def previous_duration(result: Path) -> float:
 def lock_results(folder: Path, wait: bool):
     """Hold an exclusive lock on a results folder for as long as the returned file stays open.
     The file holds the holder's pid, for the message a second job prints. Returns None when
-    another job holds it and ``wait`` is false."""
-    folder.mkdir(parents=True, exist_ok=True)
-    lock = open(folder / ".lock", "a+")  # "a+", not "w": the holder's pid must survive our opening it
+    another job holds it and ``wait`` is false; raises Refused, naming the file, when the folder
+    or the lock cannot be created or written (read-only, a full disk, a .lock that is a folder)."""
+    path = folder / ".lock"
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.seek(0)
-        holder = lock.read().strip() or "unknown"
-        if not wait:
-            lock.close()
-            print(
-                f"error: another build job (pid {holder}) holds {lock.name}; pass --wait to wait for it",
-                file=sys.stderr,
-            )
-            return None
-        print(f"waiting for the build job with pid {holder}, which holds {lock.name} ...", flush=True)
-        fcntl.flock(lock, fcntl.LOCK_EX)
-    lock.truncate(0)
-    lock.write(f"{os.getpid()}\n")
-    lock.flush()
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = open(path, "a+")  # "a+", not "w": the holder's pid must survive our opening it
+    except OSError as exc:
+        raise Refused(f"cannot create the lock {path}: {exc.strerror or exc}") from None
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "unknown"
+            if not wait:
+                lock.close()
+                print(
+                    f"error: another build job (pid {holder}) holds {path}; pass --wait to wait for it", file=sys.stderr
+                )
+                return None
+            print(f"waiting for the build job with pid {holder}, which holds {path} ...", flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        lock.truncate(0)
+        lock.write(f"{os.getpid()}\n")
+        lock.flush()
+    except OSError as exc:
+        lock.close()
+        raise Refused(f"cannot write the lock {path}: {exc.strerror or exc}") from None
     return lock
 
 
@@ -309,6 +338,8 @@ class Worker:
             os.sched_setaffinity(0, self.cores)
             if _LIBC is not None:
                 _LIBC.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
+                # what the snippet starts and leaves behind stays below the runner (kept across exec)
+                _LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1)
                 if os.getppid() != job_pid:  # the job died before prctl took effect
                     os._exit(1)
 
@@ -342,6 +373,41 @@ def _killpg(pid: int) -> None:
         pass
 
 
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every process this job can see (Linux's /proc)."""
+    parents = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat") as f:
+                    parents[int(entry.name)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue  # gone meanwhile
+    return parents
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, whatever session or group it moved to (os.setsid() leaves the
+    group, not the tree); the nearest first."""
+    children: dict[int, list[int]] = {}
+    for child, parent in _parents().items():
+        children.setdefault(parent, []).append(child)
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        p = todo.pop(0)
+        found.append(p)
+        todo += children.get(p, [])
+    return found
+
+
+def _kill_pids(pids) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 class Children:
     """The snippet processes running now, so that every way out of the job can kill them."""
 
@@ -360,16 +426,39 @@ class Children:
             return proc
 
     def end(self, proc: subprocess.Popen) -> None:
-        """Kill the process's group (what the snippet started goes with it) and reap it."""
+        """Kill the process, its group and every process below it (what the snippet started goes
+        with it, even one that left the group with os.setsid()), reap it, then sweep up the strays."""
+        _kill_pids(descendants(proc.pid))
         _killpg(proc.pid)
         proc.wait()
         with self._lock:
             self._running.discard(proc)
+        self.sweep()
+
+    def sweep(self) -> None:
+        """Kill and reap the job's strays: processes re-parented to the job (a child subreaper, see
+        main) because the snippet that started them has exited, and everything below them. Only
+        processes that are not a running snippet's runner are strays; and only in a job run by
+        main(), whose process is the job's alone (build() called in another program leaves that
+        program's children alone)."""
+        if not _SUBREAPER:
+            return
+        with self._lock:
+            running = {p.pid for p in self._running}
+        mine = os.getpid()
+        strays = [pid for pid, parent in _parents().items() if parent == mine and pid not in running]
+        for pid in strays:
+            _kill_pids(descendants(pid) + [pid])
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass  # not ours to reap (a Popen of this job reaped it)
 
     def kill_all(self) -> None:
         with self._lock:
             self.stopping = True
             for proc in self._running:
+                _kill_pids(descendants(proc.pid))
                 _killpg(proc.pid)
 
 
@@ -389,6 +478,44 @@ class Outcome:
     gpu_seconds: float = 0.0  # wall seconds they ran
     reason: str = ""
     log: Path | None = None
+
+
+OUTLIER = 10  # a process whose timing is this many times off the others' is measured again
+
+
+def _medians(node, path: str = ""):
+    """(path, median) of every timing summary in a snippet's data, list items by position."""
+    if store.is_summary(node):
+        yield path, node.get("median")
+    elif isinstance(node, dict):
+        for k, v in node.items():
+            yield from _medians(v, f"{path}.{k}" if path else k)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _medians(v, f"{path}[{i}]")
+
+
+def disagreement(runs: list[dict]) -> str | None:
+    """Where the processes of one snippet disagree by more than OUTLIER times: the first timing
+    summary (in the data's order) whose median in one process lies more than OUTLIER times above or
+    below the median over all processes, named; None where they agree. Needs three processes or more
+    (with two, the median cannot say which one is off). A stall of a loaded machine makes such a
+    process (a 10,650 us "floor" beside 1.3 and 1.6 us); no result of the GPU sets has one."""
+    if len(runs) < 3:
+        return None
+    per = [dict(_medians(run)) for run in runs]
+    for path in per[0]:
+        values = [p.get(path) for p in per]
+        if not all(store.is_number(v) and v > 0 for v in values):
+            continue
+        middle = statistics.median(values)
+        for i, v in enumerate(values):
+            if v > OUTLIER * middle or v * OUTLIER < middle:
+                return (
+                    f"process {i + 1}'s {path} (median {v:.4g}) is more than {OUTLIER}x off the median "
+                    f"over the processes ({middle:.4g})"
+                )
+    return None
 
 
 def last_line(log: Path, snippet: Path) -> str:
@@ -480,8 +607,35 @@ class Job:
             doc["runs"] = [out["data"] for out in outputs[1:]]
         return doc
 
+    def run_processes(self, task: Task, worker: Worker, n: int, outcome: Outcome, hash_before: str) -> list[dict]:
+        """Run the snippet's n processes one after another; their outputs, each checked as it comes
+        (a bad one stops the snippet before the next). Raises Failed naming the process."""
+        outputs = []
+        for k in range(1, n + 1):
+            where = f"process {k}/{n}: " if n > 1 else ""
+            stem = f"{task.key.replace('/', '__')}.{outcome.processes + 1}"
+            outcome.log = self.logs / f"{stem}.log"
+            start = time.perf_counter()
+            out, problem = self.run_process(task, worker, outcome.log, self.logs / f"{stem}.json")
+            outcome.processes += 1
+            outcome.gpu_seconds += (time.perf_counter() - start) * worker.gpu_count
+            if problem:
+                raise Failed(where + problem)
+            if not isinstance(out.get("data"), dict):  # said first: every later check would be about a dict
+                raise Failed(f"{where}measure() returned a {type(out.get('data')).__name__}, not a dict")
+            outputs.append(out)
+            try:
+                store.validate(self.document(task, worker, outputs, hash_before), str(task.target))
+            except (store.ResultError, KeyError, TypeError, ValueError) as exc:
+                raise Failed(f"{where}bad output: {exc}") from None
+            if n > 1:
+                self.say(f"{self.tag(task)} process {k}/{n} ok  {out['provenance']['duration_s']:.1f} s")
+        return outputs
+
     def measure(self, task: Task, worker: Worker) -> Outcome:
-        """Run all processes of one snippet and write its result if every one succeeded."""
+        """Run all processes of one snippet and write its result if every one succeeded. Where one
+        process's timings disagree with the others' by more than OUTLIER times (``disagreement``),
+        all processes run again, once, and the provenance says why (``remeasured``)."""
         outcome = Outcome(task, "failed")
         try:
             try:
@@ -491,33 +645,26 @@ class Job:
             except (SyntaxError, OSError, ValueError) as exc:
                 raise Failed(f"cannot read or parse: {exc}") from None
             self.say(f"{self.tag(task)} running {n} process(es) on {worker.label()}")
-            outputs = []
-            for k in range(1, n + 1):
-                where = f"process {k}/{n}: " if n > 1 else ""
-                stem = f"{task.key.replace('/', '__')}.{k}"
-                outcome.log = self.logs / f"{stem}.log"
-                start = time.perf_counter()
-                out, problem = self.run_process(task, worker, outcome.log, self.logs / f"{stem}.json")
-                outcome.processes += 1
-                outcome.gpu_seconds += (time.perf_counter() - start) * worker.gpu_count
-                if problem:
-                    raise Failed(where + problem)
-                if not isinstance(out.get("data"), dict):  # said first: every later check would be about a dict
-                    raise Failed(f"{where}measure() returned a {type(out.get('data')).__name__}, not a dict")
-                outputs.append(out)
-                try:  # checked after every process: a bad one stops the snippet before the next
-                    store.validate(self.document(task, worker, outputs, hash_before), str(task.target))
-                except (store.ResultError, KeyError, TypeError, ValueError) as exc:
-                    raise Failed(f"{where}bad output: {exc}") from None
-                if n > 1:
-                    self.say(f"{self.tag(task)} process {k}/{n} ok  {out['provenance']['duration_s']:.1f} s")
+            outputs = self.run_processes(task, worker, n, outcome, hash_before)
+            remeasured = None
+            first = disagreement([out["data"] for out in outputs])
+            if first:
+                self.say(f"{self.tag(task)} {first}: measuring all {n} processes again, once")
+                outputs = self.run_processes(task, worker, n, outcome, hash_before)
+                again = disagreement([out["data"] for out in outputs])
+                remeasured = f"measured twice: in the first attempt {first}" + (
+                    f"; in this one, again: {again}" if again else "; this attempt's processes agree"
+                )
             try:
                 if store.snippet_hash(task.path) != hash_before:
                     raise Failed("the snippet or a definition it uses changed while it ran")
             except (SyntaxError, OSError, ValueError) as exc:
                 raise Failed(f"the snippet changed while it ran and no longer parses: {exc}") from None
+            doc = self.document(task, worker, outputs, hash_before)
+            if remeasured:
+                doc["provenance"]["remeasured"] = remeasured
             try:
-                store.write_atomic(task.target, self.document(task, worker, outputs, hash_before))
+                store.write_atomic(task.target, doc)
             except (store.ResultError, OSError) as exc:
                 raise Failed(f"cannot write the result: {exc}") from None
             outcome.status, outcome.log = "written", None
@@ -547,35 +694,37 @@ class Job:
 # ---------------------------------------------------------------- the build
 
 
-def build(args: argparse.Namespace) -> int:
-    start = time.perf_counter()
+def choose(args: argparse.Namespace):
+    """What the job will run: (the GPU or None, the workers, the results folder's name, the snippets).
+    Raises Refused when nothing can run: no GPU for GPU results, more workers than GPUs or cores, a
+    folder name that is not a plain slug or that names the other kind of set, no snippet matching."""
     gpu = None
     if not args.cpu:
         gpu = detect_gpu()
         if gpu is None:
-            print(
-                "error: no CUDA GPU found on this machine; GPU results need one "
-                f"(pass --cpu for a CPU run at small sizes into {CPU_RESULTS_DIR})",
-                file=sys.stderr,
+            raise Refused(
+                "no CUDA GPU found on this machine; GPU results need one "
+                f"(pass --cpu for a CPU run at small sizes into {CPU_RESULTS_DIR})"
             )
-            return 2
         if args.gpus > gpu[1]:
-            print(f"error: --gpus {args.gpus}, but this machine has {gpu[1]} GPU(s)", file=sys.stderr)
-            return 2
+            raise Refused(f"--gpus {args.gpus}, but this machine has {gpu[1]} GPU(s)")
     try:
         workers = make_workers(args.gpus, gpus=gpu is not None)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise Refused(str(exc)) from None
     hardware = args.hardware or ((PUBLISHED_CPU_SET if args.publish else "cpu") if args.cpu else hardware_slug(gpu[0]))
+    if not store.SLUG.fullmatch(hardware):  # a folder under the results folder, never a path out of it
+        raise Refused(
+            f"--hardware {hardware!r} is not a plain folder name (lower-case letters, digits, single dashes "
+            "between them, e.g. cpu-small)"
+        )
     if store.is_cpu_set(hardware) != bool(args.cpu):
         why = (
             "would hold a CPU run; a CPU set's folder is named cpu or cpu-<name>"
             if args.cpu
             else "is named as a CPU set (cpu, cpu-<name>); a GPU run writes elsewhere"
         )
-        print(f"error: --hardware {hardware!r} {why}", file=sys.stderr)
-        return 2
+        raise Refused(f"--hardware {hardware!r} {why}")
     snippets = [
         p
         for p in store.snippet_files(args.snippets_dir)
@@ -583,17 +732,34 @@ def build(args: argparse.Namespace) -> int:
         or any(store.snippet_key(p) == o or store.snippet_key(p).startswith(o + "/") for o in args.only)
     ]
     if not snippets:
-        print(f"error: no snippet matches {args.only or 'anything'} under {args.snippets_dir}", file=sys.stderr)
+        raise Refused(f"no snippet matches {args.only or 'anything'} under {args.snippets_dir}")
+    return gpu, workers, hardware, snippets
+
+
+def build(args: argparse.Namespace) -> int:
+    start = time.perf_counter()
+    try:
+        gpu, workers, hardware, snippets = choose(args)
+        folder = args.results_dir / hardware
+        lock = lock_results(folder, args.wait)
+    except Refused as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
-    folder = args.results_dir / hardware
-    lock = lock_results(folder, args.wait)
     if lock is None:
         return LOCKED
     with lock:  # held until the job ends; the kernel releases it however the job ends
-        remove_stale_temporaries(folder)
+        try:
+            if not (folder / store.SET_FILE).exists():  # a new set: describe it (edit set.json by hand)
+                store.write_set_info(
+                    folder, store.default_set_info(hardware, gpu[0] if gpu else store.CPU_GPU, args.results_dir)
+                )
+            remove_stale_temporaries(folder)
+            logs = args.logs_dir or Path(tempfile.mkdtemp(prefix="build_results_logs_"))
+            logs.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            print(f"error: cannot write {exc.filename or folder}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
         commit = project_commit()
-        logs = args.logs_dir or Path(tempfile.mkdtemp(prefix="build_results_logs_"))
-        logs.mkdir(parents=True, exist_ok=True)
         seats = f"{args.gpus} GPU(s)" if gpu else f"{args.gpus} CPU worker(s)"
         print(
             f"build_results: {len(snippets)} snippet(s) for {hardware} ({gpu[0] if gpu else 'CPU, small sizes'}) "
@@ -602,51 +768,72 @@ def build(args: argparse.Namespace) -> int:
         )
         job = Job(args, hardware, commit, logs, len(workers))
         job.total = len(snippets)
-        tasks = []
-        for i, path in enumerate(snippets, 1):
-            key = store.snippet_key(path)
-            task = Task(i, path, key, store.result_path(key, hardware, args.results_dir))
-            fresh, problem = is_up_to_date(path, task.target)
-            if problem:
-                print(f"{job.tag(task)} stored result unusable, measuring again: {problem}", flush=True)
-            if fresh and not args.force:
-                print(f"{job.tag(task)} up to date", flush=True)
-                job.outcomes.append(Outcome(task, "up to date"))
-            else:
-                tasks.append(task)
-        # Distributed snippets (GPUS = "all") run last, alone, on one worker that holds every GPU
-        # and core of the job; on the CPU they run the same way, with their own gloo processes.
-        spanning = [t for t in tasks if _spans_all_gpus(t.path)]
-        tasks = [t for t in tasks if t not in spanning]
-        phases = [(workers, tasks)]
-        if len(workers) > 1 and not args.parallel_host:
-            # Host-bound snippets (PROCESSES > 1) run one at a time after the others, on one worker
-            # with every core: measured in parallel, their host numbers did not match a serial run
-            # number by number (docs/methodology.md, "Two runs at one commit").
-            host = [t for t in tasks if _declared_or_one(t.path) > 1]
-            phases = [(workers, [t for t in tasks if t not in host]), (make_workers(1, gpu is not None), host)]
-        if spanning:
-            phases.append(([spanning_worker(workers)], spanning))
+        tasks = out_of_date(job, snippets)
         try:
-            for phase_workers, phase_tasks in phases:
-                if len(phase_workers) > 1:  # longest first, so that the last snippet to start is a short one
-                    phase_tasks.sort(key=lambda t: -previous_duration(t.target))
-                todo = queue.SimpleQueue()
-                for task in phase_tasks:
-                    todo.put(task)
-                threads = [threading.Thread(target=job.work, args=(w, todo), daemon=True) for w in phase_workers]
-                for t in threads:
-                    t.start()
-                for t in threads:
-                    t.join()
+            for phase_workers, phase_tasks in phases(tasks, workers, gpu is not None, args.parallel_host):
+                run_phase(job, phase_workers, phase_tasks)
         except BaseException:  # Ctrl-C, SIGTERM, SIGHUP: no snippet may keep running on the GPU
             job.children.kill_all()
             print(f"interrupted: the running snippets were killed; logs kept in {logs}", file=sys.stderr)
             raise
+        finally:
+            job.children.sweep()  # anything a snippet left behind, even outside its process group
         code = report(job, args, hardware, gpu, time.perf_counter() - start)
         if args.publish:
-            write_set_readme(folder, store.snippet_files(args.snippets_dir), job.outcomes, args.snippets_dir)
+            try:
+                write_set_readme(folder, store.snippet_files(args.snippets_dir), job.outcomes, args.snippets_dir)
+            except OSError as exc:
+                print(f"error: cannot write {folder / 'README.md'}: {exc.strerror or exc}", file=sys.stderr)
+                return code or 1
         return code
+
+
+def out_of_date(job: Job, snippets: list[Path]) -> list[Task]:
+    """The snippets to measure (all with --force), as tasks; each other one is reported up to date."""
+    tasks = []
+    for i, path in enumerate(snippets, 1):
+        key = store.snippet_key(path)
+        task = Task(i, path, key, store.result_path(key, job.hardware, job.args.results_dir))
+        fresh, problem = is_up_to_date(path, task.target)
+        if problem:
+            print(f"{job.tag(task)} stored result unusable, measuring again: {problem}", flush=True)
+        if fresh and not job.args.force:
+            print(f"{job.tag(task)} up to date", flush=True)
+            job.outcomes.append(Outcome(task, "up to date"))
+        else:
+            tasks.append(task)
+    return tasks
+
+
+def phases(tasks: list[Task], workers: list[Worker], gpus: bool, parallel_host: bool) -> list[tuple]:
+    """(workers, tasks) in the order they run. Distributed snippets (GPUS = "all") run last, alone,
+    on one worker that holds every GPU and core of the job; on the CPU they run the same way, with
+    their own gloo processes. Host-bound snippets (PROCESSES > 1) run one at a time after the others,
+    on one worker with every core: measured in parallel, their host numbers did not match a serial
+    run number by number (docs/methodology.md, "Two runs at one commit"), unless ``parallel_host``."""
+    spanning = [t for t in tasks if _spans_all_gpus(t.path)]
+    tasks = [t for t in tasks if t not in spanning]
+    out = [(workers, tasks)]
+    if len(workers) > 1 and not parallel_host:
+        host = [t for t in tasks if _declared_or_one(t.path) > 1]
+        out = [(workers, [t for t in tasks if t not in host]), (make_workers(1, gpus), host)]
+    if spanning:
+        out.append(([spanning_worker(workers)], spanning))
+    return out
+
+
+def run_phase(job: Job, workers: list[Worker], tasks: list[Task]) -> None:
+    """Run ``tasks`` on ``workers``, one thread each, longest first where there are several."""
+    if len(workers) > 1:  # longest first, so that the last snippet to start is a short one
+        tasks.sort(key=lambda t: -previous_duration(t.target))
+    todo = queue.SimpleQueue()
+    for task in tasks:
+        todo.put(task)
+    threads = [threading.Thread(target=job.work, args=(w, todo), daemon=True) for w in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def report(job: Job, args: argparse.Namespace, hardware: str, gpu, wall: float) -> int:
@@ -781,6 +968,9 @@ def _terminate(signum, frame):
 def main(argv=None) -> int:
     for signum in (signal.SIGTERM, signal.SIGHUP):  # a closed terminal (SIGHUP) is handled like kill
         signal.signal(signum, _terminate)
+    global _SUBREAPER
+    if _LIBC is not None:  # a snippet's orphans come to the job, which kills them (Children.sweep)
+        _SUBREAPER = _LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1) == 0
     args = parse_args(argv)
     try:
         return build(args)

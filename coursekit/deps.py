@@ -244,89 +244,80 @@ def _original_statements(path: Path) -> list[ast.stmt]:
     return ast.parse(Path(path).read_text()).body
 
 
-def standalone(snippet: Path) -> str:
-    """The snippet as one file that runs alone: project imports replaced by what they import.
+def _is_import(s: ast.stmt) -> bool:
+    return isinstance(s, ast.Import | ast.ImportFrom)
 
-    Each module's definitions come in their own order, after the modules they use and after the
-    imports they need (only those, and none the snippet already has); section markers for the
-    site (``# --8<--``) are dropped.
-    """
-    snippet = Path(snippet).resolve()
-    deps = [d for d in dependencies(snippet, extra=()) if d.path != snippet]
-    by_module: dict[Path, set[str]] = {}
-    for d in deps:
-        by_module.setdefault(d.path, set()).add(d.name)
-    source_lines = snippet.read_text().splitlines()
-    body = _original_statements(snippet)
-    first_project = min(
-        (s.lineno for s in body if isinstance(s, ast.Import | ast.ImportFrom) and _project_imports([s], snippet)),
-        default=0,
-    )
-    # the snippet's imports above the inlined code: the inlined code need not repeat them
-    own_imports = {
-        ast.unparse(s) for s in body if isinstance(s, ast.Import | ast.ImportFrom) and s.lineno < first_project
-    }
-    # ... nor the names they bind, imported again from the same module (a statement that imports
-    # several names keeps those the snippet lacks)
-    own_names = {
-        (getattr(s, "module", None), a.name, a.asname)
-        for s in body
-        if isinstance(s, ast.Import | ast.ImportFrom) and s.lineno < first_project
-        for a in s.names
-    }
 
-    def new_names(s: ast.stmt) -> ast.stmt | None:
-        names = [a for a in s.names if (getattr(s, "module", None), a.name, a.asname) not in own_names]
-        if len(names) == len(s.names):
-            return s
+def _rewritten(s: ast.stmt, names: list) -> ast.stmt:
+    """A copy of import statement ``s`` with only ``names``, written out from the tree."""
+    kept = ast.copy_location(type(s)(**{**s.__dict__, "names": names}), s)
+    kept.rewritten = True  # written out from the tree, not copied from the source lines
+    return kept
+
+
+@dataclass
+class _Snippet:
+    """The snippet's own file, as the download splices the inlined helpers into it."""
+
+    path: Path
+    body: list[ast.stmt]  # top-level statements, docstrings kept
+    first_project: int | None  # the line of its first project import (where the helpers go)
+    own_imports: set[str]  # its imports above that line, as text: the helpers need not repeat them
+    own_names: set[tuple]  # (module, name, asname) those bind
+
+    @classmethod
+    def read(cls, path: Path) -> _Snippet:
+        body = _original_statements(path)
+        first = min((s.lineno for s in body if _is_import(s) and _project_imports([s], path)), default=None)
+        above = [s for s in body if _is_import(s) and s.lineno < (first or 0)]
+        names = {(getattr(s, "module", None), a.name, a.asname) for s in above for a in s.names}
+        return cls(path, body, first, {ast.unparse(s) for s in above}, names)
+
+    def import_needed(self, s: ast.stmt, used: set[str], path: Path) -> ast.stmt | None:
+        """An import of a helper module as the download needs it: the names the kept code uses
+        (a download passes pyflakes) that the snippet does not import already; None if nothing is left.
+        A statement that imports several names keeps those the snippet lacks."""
+        if _project_imports([s], path) or not set(_bound_names(s)) & used or ast.unparse(s) in self.own_imports:
+            return None
+        names = [a for a in s.names if (a.asname or a.name).split(".")[0] in used]
+        if len(names) != len(s.names):
+            s = _rewritten(s, names)
+        names = [a for a in s.names if (getattr(s, "module", None), a.name, a.asname) not in self.own_names]
         if not names:
             return None
-        kept_names = ast.copy_location(type(s)(**{**s.__dict__, "names": names}), s)
-        kept_names.rewritten = True  # written out from the tree, not copied from the source lines
-        return kept_names
+        return s if len(names) == len(s.names) else _rewritten(s, names)
 
-    def only_used(s: ast.stmt, used: set[str]) -> ast.stmt:
-        """An import statement less the names the kept code does not use (a download passes pyflakes)."""
-        names = [a for a in s.names if (a.asname or a.name).split(".")[0] in used]
-        if len(names) == len(s.names):
-            return s
-        kept_names = ast.copy_location(type(s)(**{**s.__dict__, "names": names}), s)
-        kept_names.rewritten = True  # written out from the tree, not copied from the source lines
-        return kept_names
 
-    kept: dict[Path, list[ast.stmt]] = {}
-    needs: dict[Path, set[Path]] = {}
-    for path, names in by_module.items():
-        stmts = [
-            s
-            for s in _original_statements(path)
-            if not (isinstance(s, ast.ImportFrom) and s.module == "__future__")
-            and not _is_main_guard(s)
-            and not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))  # the docstring
-        ]
-        code = [
-            s
-            for s in stmts
-            if not isinstance(s, ast.Import | ast.ImportFrom)
-            and ("*" in names or not _bound_names(s) or set(_bound_names(s)) & names)
-        ]
-        used = _used_names(code)
-        project = _project_imports(stmts, path)
-        # only the imports the kept code uses, and none the file already has; in the file's own
-        # order, so that code between imports (a switch of the environment that an import reads,
-        # such as TRITON_INTERPRET before `import triton`) still runs before them
-        kept[path] = []
-        for s in stmts:
-            if isinstance(s, ast.Import | ast.ImportFrom):
-                if _project_imports([s], path) or not set(_bound_names(s)) & used or ast.unparse(s) in own_imports:
-                    continue
-                s = new_names(only_used(s, used))
-            elif not any(s is c for c in code):
-                continue
-            if s is not None:
-                kept[path].append(s)
-        needs[path] = {project[n][0] for n in used if n in project and project[n][0] in by_module}
-    # Modules in dependency order (what a module's code uses is defined above it), then by name.
+def _kept(snippet: _Snippet, path: Path, names: set[str], modules: set[Path]) -> tuple[list[ast.stmt], set[Path]]:
+    """What the download keeps of helper module ``path`` when the snippet uses ``names`` of it ("*":
+    all): its code that binds them or runs on import, and the imports that code uses, in the file's
+    own order (code between imports, such as a TRITON_INTERPRET switch before `import triton`, still
+    runs before them); and which of ``modules`` that code uses (they go above it)."""
+    stmts = [
+        s
+        for s in _original_statements(path)
+        if not (isinstance(s, ast.ImportFrom) and s.module == "__future__")
+        and not _is_main_guard(s)
+        and not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))  # the docstring
+    ]
+    code = [
+        s for s in stmts if not _is_import(s) and ("*" in names or not _bound_names(s) or set(_bound_names(s)) & names)
+    ]
+    used = _used_names(code)
+    kept = []
+    for s in stmts:
+        if _is_import(s):
+            s = snippet.import_needed(s, used, path)
+        elif not any(s is c for c in code):
+            continue
+        if s is not None:
+            kept.append(s)
+    project = _project_imports(stmts, path)
+    return kept, {project[n][0] for n in used if n in project and project[n][0] in modules}
+
+
+def _dependency_order(needs: dict[Path, set[Path]]) -> list[Path]:
+    """Modules in dependency order (what a module's code uses is defined above it), then by name."""
     order: list[Path] = []
 
     def visit(path: Path, trail: tuple = ()):
@@ -336,15 +327,21 @@ def standalone(snippet: Path) -> str:
             visit(dep, (*trail, path))
         order.append(path)
 
-    for path in sorted(by_module):
+    for path in sorted(needs):
         visit(path)
+    return order
+
+
+def _inlined_lines(order: list[Path], kept: dict[Path, list[ast.stmt]]) -> list[str]:
+    """The helper modules' kept code as lines, each module under a comment naming it; an import
+    already written above is not written again."""
     inlined: list[str] = []
     emitted: set[str] = set()
     for path in order:
         mod = parse(path)
         text = []
         for s in kept[path]:
-            if isinstance(s, ast.Import | ast.ImportFrom):
+            if _is_import(s):
                 if ast.unparse(s) in emitted:
                     continue
                 emitted.add(ast.unparse(s))
@@ -356,23 +353,40 @@ def standalone(snippet: Path) -> str:
                 f"# ---- {relative(path)}, inlined: the course's helpers this file uses, so that it runs alone"
             )
             inlined += text + ["", ""]
-    inlined = _renamed(inlined, _clashes(body, [s for p in order for s in kept[p]]))
+    return inlined
+
+
+def standalone(snippet: Path) -> str:
+    """The snippet as one file that runs alone: project imports replaced by what they import.
+
+    Each module's definitions come in their own order, after the modules they use and after the
+    imports they need (only those, and none the snippet already has); section markers for the
+    site (``# --8<--``) are dropped.
+    """
+    snippet = Path(snippet).resolve()
+    by_module: dict[Path, set[str]] = {}
+    for d in dependencies(snippet, extra=()):
+        if d.path != snippet:
+            by_module.setdefault(d.path, set()).add(d.name)
+    own = _Snippet.read(snippet)
+    kept: dict[Path, list[ast.stmt]] = {}
+    needs: dict[Path, set[Path]] = {}
+    for path, names in by_module.items():
+        kept[path], needs[path] = _kept(own, path, names, set(by_module))
+    order = _dependency_order(needs)
+    inlined = _renamed(_inlined_lines(order, kept), _clashes(own.body, [s for p in order for s in kept[p]]))
+    project_lines = {
+        i
+        for s in own.body
+        if _is_import(s) and _project_imports([s], snippet)
+        for i in range(s.lineno, s.end_lineno + 1)
+    }
     out = []
-    first_import = min(
-        (s.lineno for s in body if isinstance(s, ast.Import | ast.ImportFrom) and _project_imports([s], snippet)),
-        default=None,
-    )
-    for i, line in enumerate(source_lines, 1):
-        if first_import is not None and i == first_import:
+    for i, line in enumerate(snippet.read_text().splitlines(), 1):
+        if i == own.first_project:
             out += inlined + ["# ---- the snippet", ""]
-        stmt_here = any(
-            s.lineno <= i <= s.end_lineno
-            for s in body
-            if isinstance(s, ast.Import | ast.ImportFrom) and _project_imports([s], snippet)
-        )
-        if stmt_here:
-            continue
-        out.append(line)
+        if i not in project_lines:
+            out.append(line)
     return "\n".join(ln for ln in out if not ln.lstrip().startswith("# --8<--")) + "\n"
 
 

@@ -117,7 +117,9 @@ class Store:
 
     def keys(self, hardware: str) -> list[str]:
         folder = self.results_dir / hardware
-        return sorted(p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.json"))
+        return [
+            p.relative_to(folder).with_suffix("").as_posix() for p in store.result_files(hardware, self.results_dir)
+        ]
 
     def sets(self) -> list[str]:
         return store.hardware_sets(self.results_dir)

@@ -804,7 +804,7 @@ class ResultsPreprocessor(Preprocessor):
         rows = []
         for hw in self.ordered_sets(store.hardware_sets(self.results_dir)):
             try:
-                docs = [store.load(p) for p in sorted((self.results_dir / hw).rglob("*.json"))]
+                docs = [store.load(p) for p in store.result_files(hw, self.results_dir)]
             except store.ResultError as exc:
                 self.fail(placeholder, str(exc))
             if not docs:

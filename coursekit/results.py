@@ -89,7 +89,7 @@ def snippet_hash(path: Path) -> str:
 # ---------------------------------------------------------------- validation
 
 
-SLUG = re.compile(r"[a-z0-9][a-z0-9-]*")
+SLUG = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")  # a plain folder name: nvidia-h200, cpu-small
 KEY = re.compile(r"[a-z0-9_]+/[a-z0-9_]+")
 SUMMARY_NUMBERS = ("median", "p10", "p90", "min", "max")
 SUMMARY_FIELDS = (*SUMMARY_NUMBERS, "n", "unit")
@@ -247,7 +247,7 @@ def validate(doc, where: str = "result") -> None:
     if not re.fullmatch(r"[0-9a-f]{64}", doc["snippet_hash"]):
         raise ResultError(f"{where}: snippet_hash is not a SHA-256 in hex")
     if not SLUG.fullmatch(doc["hardware"]):
-        raise ResultError(f"{where}: hardware {doc['hardware']!r} is not a folder name (a-z, 0-9, -)")
+        raise ResultError(f"{where}: hardware {doc['hardware']!r} is not a plain folder name (a-z, 0-9, single -)")
     snippet = doc["snippet"]
     if not re.fullmatch(r"snippets/[a-z0-9_]+/[a-z0-9_]+\.py", snippet) or ".." in snippet:
         raise ResultError(f"{where}: snippet {snippet!r} is not a path snippets/<module>/<name>.py")
@@ -334,6 +334,9 @@ def write_atomic(path: Path, doc: dict) -> None:
     validate(doc, str(path))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    folder = path.parent.parent  # <results>/<set>/<module>/<name>.json
+    if folder.name == doc["hardware"] and not (folder / SET_FILE).exists():  # a new set: describe it
+        write_set_info(folder, default_set_info(doc["hardware"], doc["provenance"]["gpu"], folder.parent))
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
@@ -348,10 +351,8 @@ def write_atomic(path: Path, doc: dict) -> None:
         raise
 
 
-def hardware_sets(results_dir: Path = RESULTS_DIR) -> list[str]:
-    """The hardware folders holding results (dot-folders and loose files are not sets)."""
-    d = Path(results_dir)
-    return sorted(p.name for p in d.iterdir() if p.is_dir() and SLUG.fullmatch(p.name)) if d.is_dir() else []
+SET_FILE = "set.json"  # a set's descriptor: build_results/<set>/set.json
+SET_FIELDS = {"label": str, "kind": str, "gpu": str, "reference": bool, "description": str}
 
 
 def is_cpu_set(hardware: str) -> bool:
@@ -359,21 +360,132 @@ def is_cpu_set(hardware: str) -> bool:
     return hardware == "cpu" or hardware.startswith("cpu-")
 
 
-def set_label(hardware: str, results_dir: Path = RESULTS_DIR) -> str:
-    """How the site names a set to a reader: the reference GPU, a second run of a set, a CPU set
-    at small sizes, or the GPU named in the set's provenance."""
+def check_set_info(info, hardware: str, where: str) -> None:
+    """A set's descriptor (asv's machine.json is the model): how the site names the set (label), its
+    kind (gpu or cpu, as its folder name says), the GPU its results were measured on (a CPU set's:
+    "none (CPU run)"), whether it is the reference set, and one line that describes it."""
+    if not isinstance(info, dict):
+        raise ResultError(f"{where}: not a JSON object with {', '.join(SET_FIELDS)}")
+    missing = [f for f in SET_FIELDS if f not in info]
+    if missing:
+        raise ResultError(f"{where}: set lacks {', '.join(missing)} (fields: {', '.join(SET_FIELDS)})")
+    for name, kind in SET_FIELDS.items():
+        if not isinstance(info[name], kind) or (kind is str and not info[name].strip()):
+            raise ResultError(
+                f"{where}: {name} is {info[name]!r}, not a {'non-empty string' if kind is str else 'boolean'}"
+            )
+    unknown = sorted(set(info) - set(SET_FIELDS))
+    if unknown:
+        raise ResultError(f"{where}: unknown field(s) {', '.join(unknown)} (fields: {', '.join(SET_FIELDS)})")
+    kind = "cpu" if is_cpu_set(hardware) else "gpu"
+    if info["kind"] != kind:
+        raise ResultError(
+            f"{where}: kind is {info['kind']!r}, but the folder {hardware!r} holds a {kind} set "
+            "(a CPU set's folder is named cpu or cpu-<name>)"
+        )
+    if kind == "cpu" and info["gpu"] != CPU_GPU:
+        raise ResultError(f"{where}: gpu of a CPU set is {CPU_GPU!r}, not {info['gpu']!r}")
+    if info["reference"] != (hardware == REFERENCE_HARDWARE):
+        raise ResultError(
+            f"{where}: reference is {info['reference']!r}; the reference set is {REFERENCE_HARDWARE!r} and only it"
+        )
+    if "\n" in info["description"] or "\n" in info["label"]:
+        raise ResultError(f"{where}: label and description are one line each")
+
+
+def set_info(hardware: str, results_dir: Path = RESULTS_DIR) -> dict:
+    """The validated set.json of one set; a ResultError names the folder or the file otherwise."""
     folder = Path(results_dir) / hardware
-    first = next(iter(sorted(folder.rglob("*.json"))), None)
-    gpu = load(first)["provenance"]["gpu"] if first else hardware
-    gpu = gpu.removeprefix("NVIDIA ")
+    if folder.is_symlink():
+        raise ResultError(f"{folder}: a symbolic link, not a folder of results; a set is a real folder")
+    if not folder.is_dir():
+        raise ResultError(f"{folder}: no such set (a folder of results)")
+    path = folder / SET_FILE
+    if not path.is_file():
+        raise ResultError(
+            f"{folder} has no {SET_FILE}: a set needs one ({', '.join(SET_FIELDS)}), or it is not a set "
+            "(README.md, 'Adding a hardware set')"
+        )
+    try:
+        st = path.stat()
+        stamp = (st.st_mtime_ns, st.st_size)
+        if _SETS.get(path, (None,))[0] == stamp:  # read once per build while unchanged, like load()
+            return _SETS[path][1]
+        info = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise ResultError(f"{path}: not valid JSON ({exc})") from None
+    except OSError as exc:
+        raise ResultError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    check_set_info(info, hardware, str(path))
+    _SETS[path] = (stamp, info)
+    return info
+
+
+_SETS: dict[Path, tuple[tuple[int, int], dict]] = {}
+
+
+def hardware_sets(results_dir: Path = RESULTS_DIR) -> list[str]:
+    """Every hardware set, by name: a folder named as a slug (a-z, 0-9, single dashes) with a valid
+    set.json. Dot-folders and loose files are not sets; a slug-named entry that is not a described
+    folder (no set.json, a symbolic link) is refused with a ResultError naming it. The one function
+    that lists the sets: the site, the scripts and the build job all use it."""
+    d = Path(results_dir)
+    names = (
+        sorted(p.name for p in d.iterdir() if SLUG.fullmatch(p.name) and (p.is_dir() or p.is_symlink()))
+        if d.is_dir()
+        else []
+    )
+    for name in names:
+        set_info(name, d)
+    return names
+
+
+def result_files(hardware: str, results_dir: Path = RESULTS_DIR) -> list[Path]:
+    """Every result file of one set (<set>/<module>/<name>.json; the set's set.json is none)."""
+    return sorted((Path(results_dir) / hardware).glob("*/*.json"))
+
+
+def set_label(hardware: str, results_dir: Path = RESULTS_DIR) -> str:
+    """How the site names a set to a reader: its set.json's label."""
+    return set_info(hardware, results_dir)["label"]
+
+
+def default_set_info(hardware: str, gpu: str, results_dir: Path = RESULTS_DIR) -> dict:
+    """The set.json a new set starts with (written with its first result): edit its label and
+    description by hand. A CPU set is "CPU, small sizes"; a GPU set is named after its GPU, the
+    reference set and a second run of a set (<set>-rerun) saying so."""
     if is_cpu_set(hardware):
-        return "CPU, small sizes" + ("" if hardware in ("cpu", "cpu-small") else f" ({hardware})")
-    if hardware == REFERENCE_HARDWARE:
-        return f"{gpu} (reference)"
+        label = "CPU, small sizes" + ("" if hardware in ("cpu", "cpu-small") else f" ({hardware})")
+        description = (
+            "Every snippet at its small sizes on a CPU, Triton's kernels in its interpreter: "
+            "not comparable with a GPU set."
+        )
+        return {"label": label, "kind": "cpu", "gpu": CPU_GPU, "reference": False, "description": description}
+    short = gpu.removeprefix("NVIDIA ")
     base = hardware.removesuffix("-rerun")
-    if base != hardware and (Path(results_dir) / base).is_dir():
-        return f"{gpu}, second run"
-    return gpu
+    if hardware == REFERENCE_HARDWARE:
+        label = f"{short} (reference)"
+    elif base != hardware and (Path(results_dir) / base).is_dir():
+        label = f"{short}, second run"
+    else:
+        label = short
+    description = f"Every snippet measured on {gpu} with scripts/build_results.py."
+    return {
+        "label": label,
+        "kind": "gpu",
+        "gpu": gpu,
+        "reference": hardware == REFERENCE_HARDWARE,
+        "description": description,
+    }
+
+
+def write_set_info(folder: Path, info: dict) -> None:
+    """Validate a set's descriptor and write it as <folder>/set.json (through a rename)."""
+    folder = Path(folder)
+    check_set_info(info, folder.name, str(folder / SET_FILE))
+    tmp = folder / f".{SET_FILE}.tmp"
+    tmp.write_text(json.dumps(info, indent=1) + "\n")
+    os.replace(tmp, folder / SET_FILE)
 
 
 @dataclass

@@ -34,9 +34,8 @@ check_race = store.check_race
 
 def rows(hardware: str = store.REFERENCE_HARDWARE, results_dir: Path = store.RESULTS_DIR) -> list[dict]:
     """One row per race stored for ``hardware``, in key order, then in the order stored."""
-    folder = results_dir / hardware
     out = []
-    for path in sorted(folder.rglob("*.json")) if folder.is_dir() else []:
+    for path in store.result_files(hardware, results_dir):
         doc = store.load(path)
         for i, race in enumerate(doc["data"].get("races", [])):
             check_race(race, f"{path}: data.races.{i}")

@@ -60,7 +60,7 @@ def main() -> int:
     parser.add_argument("--dry-run", action="store_true")
     args = parser.parse_args()
     status = 0
-    for path in sorted(store.RESULTS_DIR.rglob("*.json")):
+    for path in [p for hw in store.hardware_sets() for p in store.result_files(hw)]:
         doc = json.loads(path.read_text())
         rel = path.relative_to(store.ROOT)
         snippet = store.ROOT / doc["snippet"]

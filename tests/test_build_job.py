@@ -601,3 +601,134 @@ def test_cpu_and_gpu_sets_cannot_be_mistaken_for_each_other(tmp_path):
     gpu_in_cpu_folder["provenance"] = dict(gpu_in_cpu_folder["provenance"], gpu="NVIDIA H200")
     with pytest.raises(store.ResultError, match="is a CPU set, but provenance.gpu"):
         store.validate(dict(gpu_in_cpu_folder, hardware="cpu-small"))
+
+
+# ---------------------------------------------------------------- names, folders and helpers that escape
+
+
+@pytest.mark.parametrize("name", ["cpu-/../../../x", "cpu-a/b", "cpu-X", "cpu-", "cpu-x.", "/tmp/cpu-x"])
+def test_a_hardware_name_that_is_not_a_plain_slug_is_refused(name, tmp_path):
+    """N6: --hardware names a folder under the results folder, nothing else: no path, no dot."""
+    base = tmp_path / "a" / "b"
+    base.mkdir(parents=True)
+    snippets, results, _ = make_tree(base, quick=QUICK)
+    proc = build(snippets, results, "--cpu", "--hardware", name)
+    assert proc.returncode == 2 and f"--hardware {name!r} is not" in proc.stderr, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not results.exists() and not list(tmp_path.rglob(".lock")), sorted(tmp_path.rglob("*"))
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["b"]
+
+
+def test_a_lock_that_cannot_be_taken_ends_the_job_with_a_message(tmp_path):
+    """N5: a .lock that is a folder, or one whose write fails (a full disk: /dev/full), ends the job
+    with a message naming it and exit 2, never a traceback; nothing is measured."""
+    snippets, results, _ = make_tree(tmp_path, quick=QUICK)
+    lock = results / "cpu" / ".lock"
+    lock.mkdir(parents=True)
+    proc = build(snippets, results, "--cpu")
+    assert proc.returncode == 2 and str(lock) in proc.stderr, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and not list(results.rglob("*.json"))
+    lock.rmdir()
+    lock.symlink_to("/dev/full")  # every write fails with ENOSPC, as on a full disk
+    proc = build(snippets, results, "--cpu")
+    assert proc.returncode == 2 and str(lock) in proc.stderr, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and not list(results.rglob("*.json"))
+
+
+def test_a_read_only_results_folder_ends_the_job_with_a_message(tmp_path, monkeypatch, capsys):
+    """N5: a results folder the job cannot write to (read-only: EROFS, which even root meets) ends it
+    with a message and exit 2; nothing is measured."""
+    import errno
+
+    snippets, results, _ = make_tree(tmp_path, quick=QUICK)
+
+    def read_only(self, *args, **kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(self))
+
+    monkeypatch.setattr(job.Path, "mkdir", read_only)
+    args = job.parse_args(["--cpu", "--snippets-dir", str(snippets), "--results-dir", str(results)])
+    assert job.build(args) == 2
+    err = capsys.readouterr().err
+    assert "Read-only file system" in err and str(results / "cpu") in err, err
+    assert not results.exists()
+
+
+HELPER_ESCAPES = """
+import os, subprocess, sys, time
+from pathlib import Path
+
+def measure(small=False):
+    helper = subprocess.Popen([sys.executable, "-c", "import os, time; os.setsid(); time.sleep(120)"])
+    Path({pidfile!r}).write_text(str(helper.pid))
+    time.sleep({linger})
+    return {{"repetitions": 1, "t": {summary!r}}}
+"""
+
+
+@pytest.mark.parametrize("linger, timeout", [(0, 300), (600, 30)], ids=["snippet-returns", "snippet-times-out"])
+def test_a_helper_that_leaves_the_process_group_does_not_outlive_the_job(linger, timeout, tmp_path):
+    """N7: a process the snippet started that calls os.setsid() (its own session, out of the group
+    the job kills) is found among the snippet's descendants and killed when the snippet ends."""
+    pidfile = tmp_path / "helper.pid"
+    source = HELPER_ESCAPES.format(pidfile=str(pidfile), linger=linger, summary=SUMMARY)
+    snippets, results, _ = make_tree(tmp_path, escapes=source)
+    try:
+        proc = build(snippets, results, "--cpu", "--timeout", str(timeout), timeout=timeout + 60)
+        assert proc.returncode == (0 if linger == 0 else 1), proc.stdout + proc.stderr
+        [helper] = read_pids(pidfile)
+        wait_for(lambda: not alive(helper), 5, "the helper that called os.setsid() outlived the job")
+    finally:
+        kill_leftovers(pidfile)
+
+
+# ---------------------------------------------------------------- a process that disagrees with the others
+
+
+def _summary(median):
+    return dict(SUMMARY, median=median, p10=median, p90=median, min=median, max=median)
+
+
+def test_disagreement_names_the_process_and_the_timing():
+    """A timing whose median in one process is more than 10x off the other processes' is named;
+    spreads of the usual kind, and results of fewer than three processes, are not."""
+    runs = [{"repetitions": 1, "pts": [{"t": _summary(v)}]} for v in (1.6, 1.3, 10650.6)]
+    assert (
+        job.disagreement(runs)
+        == "process 3's pts[0].t (median 1.065e+04) is more than 10x off the median over the processes (1.6)"
+    )
+    runs[2]["pts"][0]["t"] = _summary(0.1)
+    assert job.disagreement(runs).startswith("process 3's pts[0].t (median 0.1)")
+    runs[2]["pts"][0]["t"] = _summary(4.0)  # 2.8x: noise, not a stall
+    assert job.disagreement(runs) is None
+    assert job.disagreement([{"t": _summary(1.0)}, {"t": _summary(100.0)}]) is None
+
+
+DISAGREES_ONCE = """
+from pathlib import Path
+
+PROCESSES = 3
+
+
+def measure(small=False):
+    count = Path({count!r})
+    n = int(count.read_text()) + 1 if count.exists() else 1
+    count.write_text(str(n))
+    t = 1000.0 if n == 3 else 1.0  # the first attempt's third process stalls
+    return {{"repetitions": 1, "t": dict({summary!r}, median=t, p10=t, p90=t, min=t, max=t)}}
+"""
+
+
+def test_processes_that_disagree_are_measured_again_once_and_the_provenance_says_so(tmp_path):
+    snippets, results, _ = make_tree(
+        tmp_path, disagrees=DISAGREES_ONCE.format(count=str(tmp_path / "count"), summary=SUMMARY)
+    )
+    proc = build(snippets, results, "--cpu", timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "measuring all 3 processes again, once" in proc.stdout
+    assert (tmp_path / "count").read_text() == "6"
+    doc = store.load(store.result_path("mx/disagrees", "cpu", results))
+    assert doc["provenance"]["remeasured"] == (
+        "measured twice: in the first attempt process 3's t (median 1000) is more than 10x off the median "
+        "over the processes (1); this attempt's processes agree"
+    )
+    assert [r["t"]["median"] for r in [doc["data"], *doc["runs"]]] == [1.0, 1.0, 1.0]

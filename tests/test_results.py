@@ -6,7 +6,7 @@ from conftest import ROOT
 from coursekit import results as store
 
 SNIPPETS = store.snippet_files()
-RESULT_FILES = sorted((ROOT / "build_results").rglob("*.json"))
+RESULT_FILES = [p for hw in store.hardware_sets() for p in store.result_files(hw)]
 
 
 @pytest.mark.parametrize("path", RESULT_FILES, ids=lambda p: str(p.relative_to(ROOT)))
@@ -101,3 +101,65 @@ def test_a_result_nested_too_deep_is_refused_naming_the_file(depth, tmp_path):
     with pytest.raises(store.ResultError, match="nested") as err:
         store.load(path)
     assert str(path) in str(err.value)
+
+
+# ---------------------------------------------------------------- hardware sets and their set.json
+
+
+def test_every_set_has_a_descriptor_its_results_agree_with():
+    """build_results/<set>/set.json names the set (asv's machine.json is the model): label, kind,
+    GPU, whether it is the reference, a one-line description; each result's GPU is the set's."""
+    sets = store.hardware_sets()
+    assert {store.REFERENCE_HARDWARE, "nvidia-h200-rerun", "cpu-small"} <= set(sets)
+    assert [hw for hw in sets if store.set_info(hw)["reference"]] == [store.REFERENCE_HARDWARE]
+    for hw in sets:
+        info = store.set_info(hw)
+        assert info["kind"] == ("cpu" if store.is_cpu_set(hw) else "gpu")
+        for path in store.result_files(hw):
+            assert store.load(path)["provenance"]["gpu"] == info["gpu"], f"{path}: not measured on {info['gpu']}"
+
+
+SET = {"label": "Test GPU", "kind": "gpu", "gpu": "NVIDIA Test GPU", "reference": False, "description": "A test set."}
+
+
+def _set(results, name, info=SET):
+    import json
+
+    (results / name).mkdir(parents=True)
+    if info is not None:
+        (results / name / "set.json").write_text(json.dumps(info))
+
+
+def test_a_folder_with_a_valid_descriptor_is_a_set(tmp_path):
+    _set(tmp_path, "nvidia-test")
+    (tmp_path / ".cache").mkdir()  # dot-folders and loose files are no sets
+    (tmp_path / "pending.txt").write_text("")
+    assert store.hardware_sets(tmp_path) == ["nvidia-test"]
+    assert store.set_label("nvidia-test", tmp_path) == "Test GPU"
+    assert store.result_files("nvidia-test", tmp_path) == []  # set.json is not a result
+
+
+@pytest.mark.parametrize(
+    "name, info, message",
+    [
+        ("empty", None, r"has no set\.json"),
+        ("wrong-kind", dict(SET, kind="cpu"), r"kind is 'cpu'.*cpu-<name>"),
+        ("cpu-x", SET, r"kind is 'gpu'"),
+        ("no-label", {k: v for k, v in SET.items() if k != "label"}, r"lacks label"),
+        ("claims-reference", dict(SET, reference=True), r"reference"),
+        ("two-lines", dict(SET, description="one\ntwo"), r"description"),
+        ("not-text", dict(SET, gpu=3), r"gpu is 3"),
+    ],
+)
+def test_a_folder_that_is_not_a_described_set_is_refused_named(name, info, message, tmp_path):
+    _set(tmp_path, name, info)
+    with pytest.raises(store.ResultError, match=message) as err:
+        store.hardware_sets(tmp_path)
+    assert str(tmp_path / name) in str(err.value)
+
+
+def test_a_symlink_is_refused_as_a_set(tmp_path):
+    (tmp_path / "etc").symlink_to("/etc")
+    with pytest.raises(store.ResultError, match="symbolic link") as err:
+        store.hardware_sets(tmp_path)
+    assert str(tmp_path / "etc") in str(err.value)
