@@ -361,7 +361,15 @@ AXE_RUN = """async (rules) => {
 }"""
 # The WCAG 2 A/AA rules whose result depends on the colour scheme or the layout: at the phone's size
 # (dark) only these run again; the others, about markup alone, run at the desktop's (light).
-AXE_SCHEME_AND_LAYOUT = ["color-contrast", "link-in-text-block", "scrollable-region-focusable"]
+# A table that overflows the column becomes a named scrolling region (provenance.js), so the landmark
+# rules depend on the layout too: at the phone's size many tables overflow.
+AXE_SCHEME_AND_LAYOUT = [
+    "color-contrast",
+    "link-in-text-block",
+    "scrollable-region-focusable",
+    "landmark-unique",
+    "empty-table-header",
+]
 AXE_RULES = {"phone": AXE_SCHEME_AND_LAYOUT, "desktop": None}
 
 
@@ -369,6 +377,9 @@ def run_axe(pg, rules: list[str] | None = None) -> list[dict]:
     """axe-core's WCAG 2 A and AA rules (or ``rules``) on the loaded page: its violations (colour
     contrast: one element of each style, see AXE_RUN)."""
     pg.add_script_tag(content=AXE_JS)
+    # what the browser skips until it nears the viewport (course.css: content-visibility) is checked
+    # as it will be drawn
+    pg.add_style_tag(content=".md-typeset * { content-visibility: visible !important; }")
     return pg.evaluate(AXE_RUN, rules)
 
 
