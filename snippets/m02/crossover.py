@@ -69,6 +69,6 @@ if __name__ == "__main__":
     for p in r["points"]:
         print(f"{p['numel']:>11} {p['eager_us']['median']:9.2f} {p['kernel_us']['median']:9.2f}")
     print(
-        f"floor {r['floor_us']:.2f} us, bandwidth {r['bandwidth_GBps']:.0f} GB/s, "
+        f"floor {r['floor_us']:.2f} us, bandwidth {r['bandwidth_GBps']:,.4g} GB/s, "
         f"kernel time passes the floor at {r['crossover_numel']:.3g} elements"
     )

@@ -98,7 +98,8 @@ def crossover(results):
             showarrow=False,
             text=f"crossover, interpolated: ≈ {d['crossover_numel'] / 1e6:.1f} M ",
         )
-    # Shade the sizes served from L2: their kernel moved bytes faster than HBM sustains at 2^28.
+    # Shade the sizes whose working set stays in L2: up to the largest whose kernel moved bytes faster
+    # than HBM sustains at 2^28. Only the sizes next to the step beat HBM; below, the kernel is latency-bound.
     cached = [
         p["numel"] for p in pts if p["bytes"] / (p["kernel_us"]["median"] * 1e-6) > 1.15 * bw and p["numel"] >= 2**16
     ]
@@ -110,7 +111,7 @@ def crossover(results):
             yref="paper",
             xanchor="left",
             showarrow=False,
-            text="shaded: served from L2<br>(faster than HBM allows)",
+            text="shaded: working set<br>stays in L2",
         )
     fig.update_xaxes(
         type="log",
@@ -133,4 +134,50 @@ def layers(results) -> dict:
     return {
         "autograd_recording_us": paired(host["requires_grad"], host["no_grad"]),
         "allocation_us": paired(host["inference_mode"], host["out_no_alloc"]),
+    }
+
+
+def launch_share(results) -> dict:
+    """How much of an add the launch is, unprofiled. ``of_lean_add``: a bare launch from Python
+    (``torch.cuda._sleep(0)``) over the ``out=`` add under ``inference_mode``, round by round (both
+    timed in the same interleaved rounds of m02/launch_floor). ``rest_of_lean_add_us``: that add less
+    the bare launch, round by round. ``of_full_add``: the bare launch's median over the full eager
+    add's (inputs that require grad, m02/kernel_time), one value per process: the two were timed apart."""
+    launch = results("m02/launch_floor")["host_us"]
+    full = results("m02/kernel_time")["add_us"]["full_eager"]
+    return {
+        "of_lean_add": paired(launch["bare_launch"], launch["add_inference_out"], op=lambda x, y: x / y, unit=""),
+        "rest_of_lean_add_us": paired(launch["add_inference_out"], launch["bare_launch"]),
+        "of_full_add": launch["bare_launch"]["median"] / full["median"],
+    }
+
+
+def autograd_over_allocation(results) -> dict:
+    """Autograd recording less allocation (the two differences of ``layers``), round by round.
+    ``median_us``: the median of that per-round value, one number per process (which layer leans
+    larger there); ``us``: its summary, with the spread the course's test reads."""
+    from coursekit.stats import summarize
+
+    host = results("m02/host_overhead")["host_us"]
+    rounds = zip(*(host[v]["rounds"] for v in ("requires_grad", "no_grad", "inference_mode", "out_no_alloc")))
+    diff = summarize([(rg - ng) - (im - out) for rg, ng, im, out in rounds], "us", "host")
+    return {"median_us": diff["median"], "us": diff}
+
+
+def crossover_sizes(results) -> dict:
+    """From m02/crossover, per process: the kernel's rate in GB/s (bytes moved over its graph-replay
+    median) at 2^18 to 2^22 elements, either side of the L2 step (keys e18 to e22), and what eager adds
+    to the kernel at the largest size (the difference of two medians timed apart, in µs and as a share
+    of the kernel's time)."""
+    d = results("m02/crossover")
+    by_numel = {p["numel"]: p for p in d["points"]}
+    rate = {
+        f"e{e}": by_numel[2**e]["bytes"] / (by_numel[2**e]["kernel_us"]["median"] * 1e-6) / 1e9 for e in range(18, 23)
+    }
+    big = d["points"][-1]
+    gap = big["eager_us"]["median"] - big["kernel_us"]["median"]
+    return {
+        "rate_GBps": rate,
+        "large_end_gap_us": gap,
+        "large_end_gap_share": gap / big["kernel_us"]["median"],
     }
