@@ -19,7 +19,7 @@ from torch._inductor.utils import fresh_cache
 
 # --8<-- [end:torch_imports]
 from torch.autograd import DeviceType
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import ProfilerActivity, profile, record_function
 
 from coursekit.bench import device_name, host_us, host_us_each, rate, summarize
 
@@ -42,7 +42,7 @@ def torch_mlp(hidden: int, dev: str, dtype: torch.dtype) -> torch.nn.Sequential:
 def make_torch_step(model, compiled: bool):
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     forward, update = model, opt.step
-    if compiled:  # the recipe in PyTorch's docs: compile the model, and the optimizer step apart
+    if compiled:  # the model compiled, and opt.step compiled on its own, as PyTorch's optimizer recipe does
         # dynamic=False: the second model size would otherwise get a dynamic-shape graph.
         forward, update = torch.compile(model, dynamic=False), torch.compile(opt.step, dynamic=False)
 
@@ -150,6 +150,38 @@ def eager_step_parts(hidden: int, batch: int, dev: str, dtype, steps: int) -> di
 # --8<-- [end:parts]
 
 
+def gpu_parts(run, steps: int) -> dict:
+    """The GPU's side of one step, from a profile of `steps` calls of `run` (each waits for its step).
+    The profiler's CUDA activity (CUPTI) records every kernel and copy on the GPU in this process, not
+    only PyTorch's: XLA's kernels for the JAX step are seen too. Per step: how many, the time the GPU
+    was busy with them (their intervals merged, so overlapping kernels count once) and the span from
+    the step's first kernel start to its last kernel end."""
+    mark = "one_training_step"  # on the host; its copy on the GPU's side of the trace is no kernel
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            with record_function(mark):
+                run()
+    events = prof.events()
+    marks = sorted(e.time_range.start for e in events if e.name == mark and e.device_type == DeviceType.CPU)
+    gpu = sorted(
+        (e.time_range.start, e.time_range.end)
+        for e in events
+        if e.device_type == DeviceType.CUDA and e.name != mark
+    )
+    busy, end = 0.0, float("-inf")
+    for start, stop in gpu:  # the union of the intervals
+        busy += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+    per_step = [[k for k in gpu if a <= k[0] < b] for a, b in zip(marks, marks[1:] + [float("inf")])]
+    spans = [max(k[1] for k in ks) - ks[0][0] for ks in per_step if ks]
+    return {
+        "kernels_per_step": len(gpu) / steps,
+        "gpu_busy_us": busy / steps,
+        "steps_profiled": steps,
+        **({"gpu_span_us": sorted(spans)[len(spans) // 2]} if spans else {}),  # the median step's
+    }
+
+
 def first_call_s(run) -> float:
     start = time.perf_counter()
     run()  # tracing and compiling happen here
@@ -177,7 +209,11 @@ def measure(small: bool = False) -> dict:
     with contextlib.nullcontext() if small else fresh_cache():
         for name, (hidden, batch, calls) in sizes.items():
             params = LAYERS * (hidden * hidden + hidden)
-            flops = 6 * params * batch  # forward 2*params*batch, backward twice that (GELU, loss, SGD ignored)
+            # Counted exactly for this model: each Linear's forward matmul and its weight gradient cost
+            # 2*batch*hidden**2 each; the input gradient too, except the first layer's (the data needs
+            # none). Each bias adds batch*hidden in the forward, and its gradient sums as many.
+            # GELU, loss and the SGD update (elementwise) are not counted.
+            flops = (6 * LAYERS - 2) * hidden * hidden * batch + 2 * LAYERS * hidden * batch
             runs = runners(hidden, batch, dev, dtype, jax_dev)
             first_s = {variant: first_call_s(run) for variant, run in runs.items()}
             # Steady time per step, the variants interleaved round by round so host drift hits all alike.
@@ -209,21 +245,33 @@ def measure(small: bool = False) -> dict:
                 extra_s = v["first_call_s"] - eager["first_call_s"]
                 v["steps_to_amortise"] = max(1.0, 1 + extra_s / saved_s) if saved_s > 0 else -1
             configs[name] = {
-                **({"eager_parts": eager_step_parts(hidden, batch, dev, dtype, calls)} if name == "small_mlp" else {}),
                 "hidden": hidden,
                 "layers": LAYERS,
                 "batch": batch,
                 "params": params,
                 "flops_per_step": flops,
+                "flops_6_params_batch": 6 * params * batch,  # the usual rule of thumb, for comparison
                 "variants": variants,
             }
+        # Profile last, after every size is timed: once the profiler has run, launches in this
+        # process stay slower. The small step only: that is where the host sets the pace.
+        hidden, batch, calls = sizes["small_mlp"]
+        small_cfg = configs["small_mlp"]
+        small_cfg["eager_parts"] = eager_step_parts(hidden, batch, dev, dtype, calls)  # times, then profiles
+        if dev == "cuda":
+            small_cfg["gpu_parts"] = {}
+            for variant, run in runners(hidden, batch, dev, dtype, jax_dev).items():
+                for _ in range(10):
+                    run()  # compile (torch.compile's caches are warm by now) and warm up
+                small_cfg["gpu_parts"][variant] = gpu_parts(run, steps=20)
     return {
         "repetitions": repeats,
         "device": dev,
         "jax_device": jax_dev.platform,
         "dtype": str(dtype)[6:],
-        "flops_formula": "6 * params * batch",
+        "flops_formula": "(6 * layers - 2) * hidden**2 * batch + 2 * layers * hidden * batch",
         "configs": configs,
+        "notes": [] if dev == "cuda" else ["gpu_parts skipped: no GPU to profile"],
     }
 
 
@@ -244,3 +292,8 @@ if __name__ == "__main__":
             print("  eager step, phase by phase (host us, median):")
             for phase, v in parts.items():
                 print(f"    {phase:<18} {v['median'] if isinstance(v, dict) else v:9.1f}")
+        for variant, g in c.get("gpu_parts", {}).items():
+            print(
+                f"  {variant:<14} GPU per step: {g['kernels_per_step']:.0f} kernels and copies, busy "
+                f"{g['gpu_busy_us']:.1f} us, first kernel start to last end {g['gpu_span_us']:.1f} us"
+            )
