@@ -9,6 +9,7 @@ one Dynamo graph; and the helpers that only a GPU uses (the pool byte count, the
 read what they are given."""
 
 import logging
+import statistics
 
 import pytest
 import torch
@@ -187,3 +188,48 @@ def test_the_decode_step_is_one_dynamo_graph_and_wraps_past_its_capacity(decode)
     assert pos.item() == 12 and torch.equal(token, nxt)  # the step fed the token back and advanced pos
     assert model.blocks[0].attn.k_cache[0, 0, 3].abs().sum() > 0  # position 11 wrote slot 11 % 8 = 3
     assert again.shape == logits.shape
+
+
+@pytest.fixture(scope="module")
+def control():
+    return load_snippet("m09/control")
+
+
+def test_the_controls_three_replays_give_eagers_logits_from_one_dynamo_graph(control, decode):
+    """The fair control's variants on the CPU stand-in: the eager capture, the hand capture of the
+    compiled module (its replays run the compiled step) and the second compile all give eager's
+    logits, and the two compiles share one Dynamo graph of the whole step (fullgraph, no recompile)."""
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(0)
+    model = decode.Decoder(**decode.CPU, batch=1).eval()
+    token, pos = torch.zeros(1, 1, dtype=torch.long), torch.zeros(1, dtype=torch.long)
+    tokens = torch.randint(decode.CPU["vocab"], (1, 5))
+    torch._dynamo.reset()
+    counters.clear()
+    with torch.no_grad():
+        runs, facts = control.variants(model, token, pos, cuda=False)
+        eager = decode.teacher_forced_logits(lambda: model(token, pos), token, pos, tokens)
+        replayed = {name: decode.teacher_forced_logits(run, token, pos, tokens) for name, run in runs.items()}
+    graphs = counters["stats"]["unique_graphs"]
+    torch._dynamo.reset()
+    assert list(runs) == control.VARIANTS
+    for name, logits in replayed.items():
+        assert torch.equal(logits, eager), name
+    assert graphs == 1
+    assert facts["trees_recordings"] == 0 and facts["cudagraph_skips"] == []  # no CUDA graph trees on a CPU
+    assert set(facts["first_call_s"]) == {"default", "reduce_overhead"}
+
+
+def test_the_controls_ratios_are_paired_by_round(control):
+    r = control.measure(small=True)
+    assert r["variants"] == control.VARIANTS and set(r["step_us"]) == set(control.VARIANTS)
+    rounds = {k: v["rounds"] for k, v in r["step_us"].items()}
+    assert all(len(v) == r["repetitions"] for v in rounds.values())
+    paired = sorted(d / t for d, t in zip(rounds["default_graph"], rounds["reduce_overhead"]))
+    assert r["reduce_overhead_over_default_graph"]["median"] == pytest.approx(statistics.median(paired))
+    assert r["reduce_overhead_over_default_graph"]["min"] == pytest.approx(paired[0])
+    assert set(r["speedup_over_eager_graph"]) == {"default_graph", "reduce_overhead"}
+    assert all(v["n"] == r["repetitions"] * r["issue_samples_per_round"] for v in r["issue_us"].values())
+    assert r["kernels_per_step"] == dict.fromkeys(control.VARIANTS, 0)  # no CUDA kernels on a CPU
+    assert all(v == 0.0 for v in r["max_abs_logit_diff"].values()) and all(r["same_greedy_tokens"].values())
