@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from coursekit import deps
+from coursekit import cache
 from coursekit import results as store
 
 ROOT = store.ROOT
@@ -197,7 +197,7 @@ def _imports(tree: ast.AST) -> tuple[set[str], set[str]]:
 
 @lru_cache(maxsize=64)
 def _download_imports(path: Path, mtime_ns: int) -> tuple[frozenset, frozenset]:
-    required, optional = _imports(ast.parse(deps.standalone(path)))
+    required, optional = _imports(ast.parse(cache.standalone(path)))
     return frozenset(required), frozenset(optional)
 
 

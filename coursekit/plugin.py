@@ -48,7 +48,7 @@ from mkdocs.exceptions import PluginError
 from mkdocs.plugins import BasePlugin
 from mkdocs.structure.files import File, Files
 
-from coursekit import deps
+from coursekit import cache
 from coursekit import results as store
 from coursekit.mdext import DOWNLOADS
 
@@ -95,6 +95,11 @@ def glossary(path: Path = ABBREVIATIONS) -> dict[str, str]:
             raise PluginError(f"{path}:{number}: not an abbreviation line `*[ABBR]: what it stands for`: {line!r}")
         if m["abbr"] in found:
             raise PluginError(f"{path}:{number}: {m['abbr']} is defined twice")
+        if "{{" in line or "}}" in line:  # the abbr extension puts the text in every page's hover, unfilled
+            raise PluginError(
+                f"{path}:{number}: {m['abbr']}'s hover text holds a placeholder; a glossary entry is plain text "
+                "(no measured number: it is shown on every page, where nothing fills it)"
+            )
         found[m["abbr"]] = m["title"].strip()
     return found
 
@@ -111,7 +116,7 @@ class CoursePlugin(BasePlugin):
     def on_files(self, files: Files, config) -> Files:
         for path in store.snippet_files():
             key = store.snippet_key(path)
-            files.append(File.generated(config, f"{DOWNLOADS}/{key}.py", content=deps.standalone(path)))
+            files.append(File.generated(config, f"{DOWNLOADS}/{key}.py", content=cache.standalone(path)))
         for hw in store.hardware_sets():
             for result in sorted((store.RESULTS_DIR / hw).rglob("*.json")):
                 rel = Path(result).relative_to(store.RESULTS_DIR).as_posix()

