@@ -37,17 +37,16 @@ def directory() -> Path:
 
 def file_hash(path: Path) -> str:
     """SHA-256 of a file's bytes ("" where there is no file), computed once while it is unchanged."""
-    path = Path(path)
+    name = os.fspath(path)
     try:
-        st = path.stat()
+        st = os.stat(name)
     except OSError:
         return ""
     stamp = (st.st_mtime_ns, st.st_size)
-    name = str(path.resolve())
     hit = _HASHES.get(name)
     if hit and hit[0] == stamp:
         return hit[1]
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = hashlib.sha256(Path(name).read_bytes()).hexdigest()
     _HASHES[name] = (stamp, digest)
     return digest
 

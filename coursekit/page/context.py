@@ -60,6 +60,7 @@ class Page:
     switchable: int = 0  # elements that show per-set data (values, claim marks, figures)
     figures: int = 0  # figures drawn so far: the next one is "Figure figures + 1"
     versions_said: set = field(default_factory=set)  # provenance versions a figure's line has given
+    memo: dict = field(default_factory=dict)  # what one conversion computes once (results do not change during it)
     _listing: tuple | None = None
 
     def _relpath(self, attr: str):
@@ -103,6 +104,23 @@ class Page:
         if hits:
             return ", ".join(hits)
         return f"{page or 'an unknown page'} (line {self.line} after snippet expansion)"
+
+    def load(self, path: Path) -> dict:
+        """``store.load``, once per page for each file."""
+        key = ("load", str(path))
+        if key not in self.memo:
+            self.memo[key] = store.load(path)
+        return self.memo[key]
+
+    def code_hash(self) -> str:
+        """What a figures.py call's result depends on besides figures.py and the results it reads: the
+        course's code (coursekit/, coursekit/page/) and any shared module beside the snippets."""
+        if "code" not in self.memo:
+            from coursekit import cache
+
+            here = Path(__file__).parent
+            self.memo["code"] = cache.tree_hash(here.parent, here, self.snippets_dir)
+        return self.memo["code"]
 
     def stash(self, html_text: str) -> str:
         return self.md.htmlStash.store(html_text)
@@ -174,7 +192,7 @@ class PageContext:
         path = store.result_path(key, hardware, self.results_dir)
         if not path.exists():
             raise MissingValue(key, field, hardware, path, f"no result {key!r} for hardware {hardware!r} ({path})")
-        doc = store.load(path)  # ResultError: malformed
+        doc = self.page.load(path)  # ResultError: malformed
         try:
             return store.Lookup(store.walk(doc["data"], field, f"{key}: ", str(path)), doc, path)
         except KeyError as exc:  # store.walk: the field is not there (or is addressed wrongly)

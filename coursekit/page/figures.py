@@ -15,7 +15,6 @@ from __future__ import annotations
 import html
 import json
 import re
-from pathlib import Path
 
 from coursekit import cache, figdata, prose
 from coursekit import results as store
@@ -65,29 +64,35 @@ def call(ctx: PageContext, name: str, placeholder: str, run: int = 0):
 
 
 def computed(ctx: PageContext, name: str, placeholder: str, run: int = 0):
-    """``call``, cached while figures.py, the course's code and the results it read are unchanged. A
-    plotly figure comes back as ``FigureJSON``, its spec as the page carries it."""
+    """``call``, cached while figures.py, the course's code and the results it read are unchanged: once
+    per page, in memory for the build and on disk between builds (coursekit/cache.py). A plotly
+    figure comes back as ``FigureJSON``, its spec as the page carries it."""
     path = ctx.snippets_dir / name.split("/")[0] / "figures.py"
-    code = cache.tree_hash(Path(cache.__file__).parent, Path(__file__).parent, ctx.snippets_dir)
-    k = cache.key("figure", cache.file_hash(path), code, name, run, ctx.hardware, ctx.quiet, ctx.page.listing())
+    memo = ("figure", name, run, ctx.hardware, ctx.quiet)
+    if memo in ctx.page.memo:
+        value, used = ctx.page.memo[memo]
+        ctx.borrowed |= any(" (" not in k and d["hardware"] != ctx.hardware for k, d in used.items())
+        return value, used, path
+    code, listing = ctx.page.code_hash(), ctx.page.listing()
+    k = cache.key("figure", cache.file_hash(path), code, name, run, ctx.hardware, ctx.quiet, listing)
     entry = _COMPUTED.get(k) or cache.get("figures", k)
     used = _replay(ctx, entry) if entry else None
     if used is not None:
         _COMPUTED[k] = entry
-        return entry["value"], used, path
-    value, used, path = call(ctx, name, placeholder, run)
-    if callable(getattr(value, "to_json", None)) and hasattr(value, "layout"):
-        value = FigureJSON(figure_json(value))
-    files = {label: (d["hardware"], d["key"]) for label, d in used.items()}
-    entry = {
-        "value": value,
-        "used": {
-            label: (*hk, cache.file_hash(store.result_path(*hk[::-1], ctx.results_dir))) for label, hk in files.items()
-        },
-    }
-    _COMPUTED[k] = entry
-    cache.put("figures", k, entry)
+        value = entry["value"]
+    else:
+        value, used, path = call(ctx, name, placeholder, run)
+        if callable(getattr(value, "to_json", None)) and hasattr(value, "layout"):
+            value = FigureJSON(figure_json(value))
+        files = {label: (d["hardware"], d["key"]) for label, d in used.items()}
+        hashed = {
+            label: (*hk, cache.file_hash(store.result_path(hk[1], hk[0], ctx.results_dir)))
+            for label, hk in files.items()
+        }
+        entry = _COMPUTED[k] = {"value": value, "used": hashed}
+        cache.put("figures", k, entry)
     ctx.borrowed |= any(" (" not in k and d["hardware"] != ctx.hardware for k, d in used.items())
+    ctx.page.memo[memo] = (value, used)
     return value, used, path
 
 
@@ -98,8 +103,7 @@ def _replay(ctx: PageContext, entry: dict) -> dict | None:
         path = store.result_path(key, hardware, ctx.results_dir)
         if cache.file_hash(path) != digest:
             return None
-        used[label] = store.load(path)
-    ctx.borrowed |= any(" (" not in k and d["hardware"] != ctx.hardware for k, d in used.items())
+        used[label] = ctx.page.load(path)
     return used
 
 
