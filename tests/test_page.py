@@ -34,8 +34,8 @@ def site(tmp_path):
 
 def test_a_malformed_result_of_another_set_stops_the_build_naming_the_file(site):
     """It used to be left out of the page silently (a gap), so only a build of that set failed."""
+    add_set(site, "nvidia-h200-rerun", key="mx/other")  # the set exists (its set.json) and holds another result
     path = store.result_path("mx/a", "nvidia-h200-rerun", site / "build_results")
-    path.parent.mkdir(parents=True)
     bad = doc("mx/a", data(fast=summary(10.0, 12.0, 11.0)), hardware="nvidia-h200-rerun")  # p10 above the median
     path.write_text(json.dumps(bad))
     fails(site, "{{ mx/a:fast | .1f }}", re.escape(str(path.resolve())))
