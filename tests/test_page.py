@@ -261,3 +261,18 @@ def test_no_class_over_300_lines_and_no_function_over_80():
                 lines = node.end_lineno - node.lineno + 1
                 limit = 300 if isinstance(node, ast.ClassDef) else 80
                 assert lines <= limit, f"{path.name}: {node.name} is {lines} lines (at most {limit})"
+
+
+# ---------------------------------------------------------------- N10: a result nested too deep
+
+
+def test_a_result_nested_too_deep_is_a_clear_error_naming_the_file(site):
+    """It stopped the build with a raw RecursionError (the schema check now refuses it: coursekit/results.py)."""
+    path = store.result_path("mx/a", "nvidia-h200", site / "build_results")
+    bad = json.loads(path.read_text())
+    node = {"x": 1.0}
+    for _ in range(900):
+        node = {"n": node}
+    bad["data"]["deep"] = node
+    path.write_text(json.dumps(bad))
+    fails(site, "{{ mx/a:fast | .1f }}", re.escape(str(path.resolve())) + ".*nested")

@@ -43,10 +43,14 @@ def format_number(ctx: PageContext, value, spec: str, placeholder: str, what: st
 def _computable(ctx: PageContext, key: str) -> bool:
     """Whether ``key`` names a function of its module's figures.py and no stored result."""
     module_dir, func = key.split("/")
-    source = ctx.snippets_dir / module_dir / "figures.py"
     if any(store.result_path(key, hw, ctx.results_dir).exists() for hw in (ctx.hardware, store.REFERENCE_HARDWARE)):
         return False
-    return source.exists() and re.search(rf"^def {re.escape(func)}\(", source.read_text(), re.M) is not None
+    memo = ("functions", module_dir)
+    if memo not in ctx.page.memo:  # the functions its figures.py defines, read once per page
+        source = ctx.snippets_dir / module_dir / "figures.py"
+        text = source.read_text() if source.exists() else ""
+        ctx.page.memo[memo] = set(re.findall(r"^def (\w+)\(", text, re.M))
+    return func in ctx.page.memo[memo]
 
 
 def find(ctx: PageContext, key: str, field: str, placeholder: str) -> store.Lookup:
