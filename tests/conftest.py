@@ -5,6 +5,7 @@ import http.server
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -182,27 +183,48 @@ def reader_env() -> dict:
     return env
 
 
+_reader_server = None  # forks downloads that never import triton: it has imported torch only
+
+
+def uses_triton(text: str) -> bool:
+    """Whether a file imports triton anywhere (at its top, in a function, through torch.compile it
+    may still: see run_download)."""
+    return re.search(r"^\s*(import|from)\s+triton\b", text, re.M) is not None
+
+
 def run_download(text: str, name: str, timeout=900) -> dict:
     """A snippet's download ``text`` run as a reader runs it: saved as ``name`` alone in an empty
-    folder outside the repository, in a fresh interpreter (never one forked from a server that has
-    imported triton already: the file's own order must decide Triton's interpreter), in
-    ``reader_env()``, with nothing of the project on the path. It runs through a copy of the build
-    job's runner (coursekit/runner.py, standard library only) beside it:
-    ``python course_runner.py FILE out.json --small --table`` calls measure(small=True) as the job
-    does, writes the data, then prints the table from that data as ``python FILE`` would."""
+    folder outside the repository, in ``reader_env()`` (no TRITON_INTERPRET, no COURSE_*), with
+    nothing of the project on the path, through a copy of the build job's runner (coursekit/runner.py,
+    standard library only) beside it: ``python course_runner.py FILE out.json --small --table`` calls
+    measure(small=True) as the job does, writes the data, then prints the table from that data as
+    ``python FILE`` would.
+
+    A file that imports triton runs in a fresh interpreter: its own order must decide Triton's
+    interpreter (triton.language's functions are made at import, for the interpreter or not), which
+    no interpreter that imported triton before it can show. One that never imports triton is forked
+    from a server that has imported torch only, in the same environment (``import torch`` imports
+    no triton, and reads the same variables either way); COURSE_TESTS_FRESH=1 runs every one fresh."""
+    global _reader_server
+    from forkserver import ForkServer, needs_fresh
+
     folder = Path(tempfile.mkdtemp(prefix="reader-", dir=_child_tmp))
     assert not folder.resolve().is_relative_to(ROOT), f"{folder} is inside the repository"
+    argv = ["course_runner.py", name, "out.json", "--small", "--table"]
+    env = reader_env()
     try:
         (folder / name).write_text(text)
         shutil.copyfile(ROOT / "coursekit" / "runner.py", folder / "course_runner.py")
-        proc = subprocess.run(
-            [sys.executable, "course_runner.py", name, "out.json", "--small", "--table"],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            cwd=folder,
-            env=reader_env(),
-        )
+        if uses_triton(text) or needs_fresh(text) or os.environ.get("COURSE_TESTS_FRESH") == "1":
+            proc = subprocess.run(
+                [sys.executable, *argv], capture_output=True, text=True, timeout=timeout, cwd=folder, env=env
+            )
+        else:
+            if _reader_server is None or _reader_server.env != env:
+                if _reader_server is not None:
+                    _reader_server.close()
+                _reader_server = ForkServer(env, folder.parent, preload=("torch",))
+            proc = _reader_server.run(argv, folder, env, timeout)
         out = folder / "out.json"
         data = json.loads(out.read_text())["data"] if proc.returncode == 0 and out.exists() else None
         return {"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr, "data": data}

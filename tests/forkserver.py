@@ -1,4 +1,4 @@
-"""A Python that has imported torch and triton once and forks a child per run.
+"""A Python that has imported torch and triton (or torch only) once and forks a child per run.
 
 Most of what a test pays for a fresh interpreter on a small CPU is `import torch` (seconds), and the
 tests start one for every code block on the site and every snippet. A child forked from this server
@@ -35,7 +35,9 @@ HARMLESS = re.compile(
 
 SERVER = r"""
 import json, os, runpy, sys, traceback
-import torch, triton  # the point of the server: imported once
+import importlib
+for _name in sys.argv[1].split(","):  # the point of the server: imported once (torch, and triton unless told)
+    importlib.import_module(_name)
 
 def child(req):
     for fd, path in ((1, req["out"]), (2, req["err"])):
@@ -100,10 +102,10 @@ def needs_fresh(code: str) -> bool:
 class ForkServer:
     """One server per test process, started on first use with the environment its children get."""
 
-    def __init__(self, env: dict, cwd: Path):
-        self.env = env
+    def __init__(self, env: dict, cwd: Path, preload: tuple[str, ...] = ("torch", "triton")):
+        self.env, self.preload = env, preload
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", SERVER],
+            [sys.executable, "-c", SERVER, ",".join(preload)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

@@ -503,6 +503,7 @@ def test_a_first_run_into_a_new_folder_still_starts_the_slowest_snippet_first(tm
         path = results / hw / f"{key}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"provenance": {"duration_s": seconds}}))
+    store.write_set_info(results / "ref", store.default_set_info("ref", "NVIDIA Test GPU", results))  # a set
     new = results / "rerun"
     assert build.previous_duration(new / "mx" / "slow.json") == 300.0
     assert build.previous_duration(new / "mx" / "quick.json") == 5.0
