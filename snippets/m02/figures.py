@@ -38,13 +38,13 @@ def host_overhead(results):
             hovertemplate="%{y}: %{x:.2f} µs host per op<extra></extra>",
         )
     fig.add_bar(
-        y=["GPU: the add kernel itself (graph replay)"],
+        y=["GPU: add kernel, per kernel in a graph replay (with the gap to the next)"],
         x=[kernel["median"]],
         orientation="h",
         error_x=_err(kernel),
         marker_color="#e07b00",
         showlegend=False,
-        hovertemplate="kernel: %{x:.2f} µs of GPU time<extra></extra>",
+        hovertemplate="kernel: %{x:.2f} µs of GPU time per kernel in a graph replay<extra></extra>",
     )
     fig.update_layout(
         xaxis_title="µs per torch.add of 1,024 floats (whiskers: 10th–90th percentile)",
@@ -181,3 +181,46 @@ def crossover_sizes(results) -> dict:
         "large_end_gap_us": gap,
         "large_end_gap_share": gap / big["kernel_us"]["median"],
     }
+
+
+def chain_prediction(results) -> dict:
+    """Exercise 1's check, one value per process: the chain's eager time per op (m02/kernel_time)
+    against the single ``inference_mode`` add that allocates (m02/host_overhead; the two snippets ran
+    apart, so host drift between them is in the ratio), and the predictions from single-add numbers:
+    the chain's kernels times that add's host time, and times the graph-replay cost per kernel."""
+    kernel = results("m02/kernel_time")
+    add = results("m02/host_overhead")["host_us"]["inference_mode"]["median"]
+    chain = kernel["chain"]
+    per_op = chain["eager_us"]["median"] / chain["kernels"]
+    return {
+        "per_op_us": per_op,
+        "per_op_over_add": per_op / add,
+        "predicted_eager_us": chain["kernels"] * add,
+        "predicted_graph_us": chain["kernels"] * kernel["add_us"]["graph_replay"]["median"],
+    }
+
+
+def half_floor(results) -> dict:
+    """Exercise 2's check, one value per process: where the kernel curve of m02/crossover would cross a
+    floor half as large as the measured one (log-interpolated between the two sizes either side, as
+    crossover.py interpolates the measured crossover), against the model's crossing at half the floor."""
+    d = results("m02/crossover")
+    half = d["floor_us"] / 2
+    crossing = -1.0
+    for lo, hi in zip(d["points"], d["points"][1:]):
+        t0, t1 = lo["kernel_us"]["median"], hi["kernel_us"]["median"]
+        if t0 < half <= t1:
+            f = (math.log(half) - math.log(t0)) / (math.log(t1) - math.log(t0))
+            crossing = 2 ** (math.log2(lo["numel"]) + f * (math.log2(hi["numel"]) - math.log2(lo["numel"])))
+            break
+    return {"floor_us": half, "crossover_numel": crossing, "model_crossover_numel": d["model_crossover_numel"] / 2}
+
+
+def large_end_fill(results) -> dict:
+    """What the first launch of each eager sample at the largest size of m02/crossover adds per op:
+    one floor, paid before the GPU starts, over the sample's calls (crossover.py's rule for the number
+    of calls, with its 2^31 bytes budget: at 2^28 floats, its minimum of 8)."""
+    d = results("m02/crossover")
+    big = d["points"][-1]
+    calls = max(8, min(2000, 2**31 // big["bytes"]))
+    return {"calls": calls, "first_launch_us_per_op": d["floor_us"] / calls}
