@@ -543,3 +543,170 @@ def decode_tokens(results) -> go.Figure:
         bargap=0.35,
     )
     return fig
+
+
+# ---------------------------------------------------------------- the race and its control (m09/control)
+
+CONTROL_VARIANTS = ("eager_graph", "default_graph", "reduce_overhead")
+CONTROL_LABELS = {
+    "eager_graph": "eager, captured by hand",
+    "default_graph": 'compiled (mode="default"), captured by hand',
+    "reduce_overhead": 'compiled (mode="reduce-overhead")',
+}
+CONTROL_SHORT = {
+    "eager_graph": "eager<br>by hand",
+    "default_graph": "compiled<br>by hand",
+    "reduce_overhead": "reduce-<br>overhead",
+}
+
+
+def race(results) -> dict:
+    """reduce-overhead against the hand capture in the decode race (m09/decode), by forced run
+    (``RUNS``) and batch: in how many processes the median of reduce-overhead's step minus the hand
+    capture's, paired by round, was below zero (``faster``) and above it (``slower``)."""
+    out = {}
+    for run, hardware in RUNS.items():
+        procs = _runs(results, "m09/decode", hardware)
+        out[run] = {}
+        for batch in (p["batch"] for p in procs[0]["points"]):
+            points = [_decode_point(d, batch) for d in procs]
+            diffs = [paired(p["step_us"]["compiled"], p["step_us"]["graph"])["median"] for p in points]
+            out[run][str(batch)] = {
+                "faster": sum(d < 0 for d in diffs),
+                "slower": sum(d > 0 for d in diffs),
+                "processes": len(diffs),
+            }
+    return out
+
+
+def _control_run(results, hardware: str) -> dict:
+    """One forced run of m09/control: per variant, a list with one summary per process of its step
+    (host), its issue time (host), and one profiled step's GPU busy time and span (device); and,
+    paired by round, reduce-overhead minus the hand capture of the compiled module (what the trees'
+    wrapper adds), the eager hand capture minus the compiled one (what Inductor's kernels save)."""
+    procs = _runs(results, "m09/control", hardware)
+    entry = {
+        v: {
+            "step_us": [p["step_us"][v] for p in procs],
+            "issue_us": [p["issue_us"][v] for p in procs],
+            "busy_us": [p["gpu_busy_us"][v] for p in procs],
+            "span_us": [p["span_us"][v] for p in procs],
+            "tokens_per_s": [p["tokens_per_s"][v] for p in procs],
+        }
+        for v in CONTROL_VARIANTS
+    }
+    sub = lambda a, b: a - b  # noqa: E731
+    entry["trees_minus_default_graph_us"] = [
+        paired(p["step_us"]["reduce_overhead"], p["step_us"]["default_graph"], sub, "us") for p in procs
+    ]
+    entry["eager_graph_minus_default_graph_us"] = [
+        paired(p["step_us"]["eager_graph"], p["step_us"]["default_graph"], sub, "us") for p in procs
+    ]
+    entry["eager_graph_minus_trees_us"] = [
+        paired(p["step_us"]["eager_graph"], p["step_us"]["reduce_overhead"], sub, "us") for p in procs
+    ]
+    return entry
+
+
+def control(results) -> dict:
+    """The fair control of the decode race (m09/control, batch 1), per forced run over its processes
+    (``_spread``: ``lo``/``hi`` the 10th/90th percentile envelope, ``median_lo``/``median_hi`` the
+    range of process medians), and ``both``, the envelope over both runs. Per variant: the step and
+    its issue time (host), one profiled step's GPU busy time and span (device), tokens/s. Paired by
+    round: ``trees_minus_default_graph_us`` (reduce-overhead against the same compiled module
+    captured by hand: the wrapper), ``eager_graph_minus_default_graph_us`` (what Inductor's kernels
+    save inside a hand capture), ``eager_graph_minus_trees_us``. Plus, per run and variant, the
+    kernels one step runs (``kernels``: ``lo``/``hi`` over processes) and, for reduce-overhead
+    against the compiled hand capture, how many processes' paired medians were ``faster``/``slower``;
+    ``busy_saved_fraction``: the share of the eager capture's GPU busy time that Inductor's kernels
+    removed (process medians, first process of each run)."""
+    per_run = {run: _control_run(results, hardware) for run, hardware in RUNS.items()}
+    out = {run: _spreads(tree) for run, tree in per_run.items()}
+    out["both"] = _spreads(_merged(per_run["first"], per_run["second"]))
+    for run, hardware in RUNS.items():
+        procs = _runs(results, "m09/control", hardware)
+        out[run]["kernels"] = {
+            v: {"lo": min(p["kernels_per_step"][v] for p in procs), "hi": max(p["kernels_per_step"][v] for p in procs)}
+            for v in CONTROL_VARIANTS
+        }
+        diffs = [s["median"] for s in per_run[run]["trees_minus_default_graph_us"]]
+        out[run]["trees_vs_default_graph"] = {
+            "faster": sum(d < 0 for d in diffs),
+            "slower": sum(d > 0 for d in diffs),
+            "processes": len(diffs),
+        }
+        busy = {v: procs[0]["gpu_busy_us"][v]["median"] for v in CONTROL_VARIANTS}
+        out[run]["busy_saved_fraction"] = (
+            1 - busy["default_graph"] / busy["eager_graph"] if busy["eager_graph"] else 0.0
+        )
+    return out
+
+
+def control_steps(results) -> go.Figure:
+    """The decode step at batch 1 three ways, each replaying a CUDA graph: the eager model and the
+    compiled one (mode="default") captured by hand, and reduce-overhead. Bars: process 1's median
+    host time per step (whiskers: its 10th to 90th percentile) beside the GPU's busy time in one
+    profiled step (the kernels' summed durations); markers: every process's median step in both
+    forced runs. The hover gives the kernels per step and the issue time."""
+    first = _runs(results, "m09/control", RUNS["first"])
+    second = _runs(results, "m09/control", RUNS["second"])
+    xs = list(range(len(CONTROL_VARIANTS)))
+    fig = go.Figure()
+    steps = [first[0]["step_us"][v] for v in CONTROL_VARIANTS]
+    busy = [first[0]["gpu_busy_us"][v] for v in CONTROL_VARIANTS]
+    kernels = [first[0]["kernels_per_step"][v] for v in CONTROL_VARIANTS]
+    issue = [first[0]["issue_us"][v]["median"] for v in CONTROL_VARIANTS]
+    names = [CONTROL_LABELS[v] for v in CONTROL_VARIANTS]
+    fig.add_trace(
+        go.Bar(
+            x=[x - 0.2 for x in xs],
+            y=[s["median"] for s in steps],
+            width=0.38,
+            name="step, host wall time (process 1)",
+            marker={"color": COLORS["graph"]},
+            error_y=error_bars([s["p10"] for s in steps], [s["median"] for s in steps], [s["p90"] for s in steps]),
+            customdata=[[n, f"{i:.1f}"] for n, i in zip(names, issue)],
+            hovertemplate="%{customdata[0]}: %{y:.1f} µs per step; one step issued from an idle GPU in "
+            "%{customdata[1]} µs<extra>step</extra>",
+        )
+    )
+    fig.add_trace(
+        go.Bar(
+            x=[x + 0.2 for x in xs],
+            y=[b["median"] for b in busy],
+            width=0.38,
+            name="GPU busy in one step (profile)",
+            marker={"color": COLORS["compiled"]},
+            error_y=error_bars([b["p10"] for b in busy], [b["median"] for b in busy], [b["p90"] for b in busy]),
+            customdata=[[n, k] for n, k in zip(names, kernels)],
+            hovertemplate="%{customdata[0]}: %{y:.1f} µs of kernels, %{customdata[1]} kernels and copies per step"
+            "<extra>GPU busy</extra>",
+        )
+    )
+    for label, procs, symbol, shift in (
+        ("each process's median step", first, "circle-open", -0.3),
+        ("each process's median step, the second run", second, "diamond-open", -0.1),
+    ):
+        fig.add_trace(
+            go.Scatter(
+                x=[x + shift for x in xs for _ in procs],
+                y=[p["step_us"][v]["median"] for v in CONTROL_VARIANTS for p in procs],
+                mode="markers",
+                marker={"color": "black", "symbol": symbol, "size": 8},
+                name=label,
+                customdata=[[CONTROL_LABELS[v]] for v in CONTROL_VARIANTS for _ in procs],
+                hovertemplate="%{customdata[0]}: %{y:.1f} µs per step<extra>" + label + "</extra>",
+            )
+        )
+    fig.update_xaxes(
+        tickvals=xs, ticktext=[CONTROL_SHORT[v] for v in CONTROL_VARIANTS], title_text="how the step is replayed"
+    )
+    fig.update_yaxes(title_text="µs per decode step, batch 1", rangemode="tozero")
+    fig.update_layout(
+        height=460,
+        margin={"l": 60, "r": 10, "t": 10, "b": 40},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.25},
+        hovermode="closest",
+        barmode="overlay",
+    )
+    return fig
