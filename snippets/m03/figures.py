@@ -24,7 +24,7 @@ LABELS = {
     "reduce-overhead": 'mode="reduce-overhead" (CUDA graphs)',
     "max-autotune-no-cudagraphs": 'mode="max-autotune-no-cudagraphs"',
 }
-SHORT = {"CPU overhead": "CPU", "memory traffic": "memory", "compute": "compute"}
+SHORT = {"host overhead": "host", "memory traffic": "memory", "compute": "compute"}
 OPS_PER_BLOCK = 5  # ops the host dispatches per block: LayerNorm, addmm, GELU, addmm, add
 GPU_BOUND_FRACTION = 0.8  # busy for less of the wall time than this: the host binds (a CUDA graph of
 # the same kernels, with no host in the way, kept the GPU busier at every size)
@@ -86,7 +86,7 @@ def derived(results) -> dict:
         pointwise_bytes = blocks * (POINTWISE_ELEMENTS_PER_TOKEN * t * d + 2 * d) * elem  # LN, GELU, add
         fusion_saves_us = pairs * t * d * elem / bytes_per_us
         if busy_us < GPU_BOUND_FRACTION * eager_us:
-            binds = "CPU overhead"  # the GPU idles, waiting for the host
+            binds = "host overhead"  # the GPU idles, waiting for the host
         elif gemm_us > other_us:
             binds = "compute"  # most of the busy time is matrix multiplication
         else:
@@ -94,7 +94,7 @@ def derived(results) -> dict:
         graphs_us = busy_us
         if busy_us <= 0:  # no GPU profile (a CPU run): no prediction
             graphs_us = fusion_us = eager_us
-        elif binds == "CPU overhead":
+        elif binds == "host overhead":
             fusion_us = max(eager_us * (ops - pairs) / ops, busy_us - fusion_saves_us)
         else:
             fusion_us = eager_us - fusion_saves_us
@@ -161,7 +161,9 @@ def speedup(results) -> go.Figure:
             go.Scatter(
                 x=[p["tokens"] for p in points],
                 y=[r["speedup"]["median"] for r in runs],
-                mode="lines+markers",
+                # measured at every size: a solid line; at two sizes only: markers, no line between
+                mode="markers" if len(points) < len(data["points"]) else "lines+markers",
+                line={"dash": "solid"},
                 name=LABELS[mode],
                 error_y=error_bars(*([r["speedup"][q] for r in runs] for q in ("p10", "median", "p90"))),
                 customdata=[[r["time_us"]["median"], r["gpu_busy_us"]["median"]] for r in runs],
@@ -195,7 +197,7 @@ def speedup(results) -> go.Figure:
             fig.add_vrect(
                 x0=lo,
                 x1=hi,
-                fillcolor="grey" if rows[start]["binds"] == "CPU overhead" else "orange",
+                fillcolor="grey" if rows[start]["binds"] == "host overhead" else "orange",
                 opacity=0.08,
                 line_width=0,
             )
@@ -275,7 +277,7 @@ def decomposition(results) -> go.Figure:
     )
     fig.update_xaxes(type="category", title_text="tokens per forward")
     fig.update_yaxes(
-        title_text="eager µs per forward (medians); label: what binds",
+        title_text="eager, µs per forward",
         range=[0, max(r["eager_us"] for r in rows) * 1.2],
     )
     # The stack is eager's wall time: busy kernels plus the GPU's idle time, which is the host's.
@@ -301,6 +303,16 @@ RUNGS = {  # short name (usable in a page's placeholder): the name m03/host_cost
 }
 
 
+RUNG_LABELS = {  # short name: the figure's label, short enough for a phone
+    "eager": "eager",
+    "dynamo": "Dynamo only",
+    "aot": "aot_eager",
+    "inductor": "default mode",
+    "cpp_wrapper": "cpp_wrapper",
+    "max_autotune": "max-autotune<br>(no graphs)",
+    "reduce_overhead": "reduce-overhead",
+    "graphed": "graph.replay()",
+}
 KERNELS_SHOWN = 7  # one block and the first kernel of the next
 
 
@@ -361,6 +373,9 @@ def ladder(results) -> dict:
         steps["cpp_wrapper_minus_max_autotune_us"] = _paired(rounds["cpp_wrapper"], rounds["max_autotune"])
         steps["cpp_wrapper_minus_reduce_overhead_us"] = _paired(rounds["cpp_wrapper"], rounds["reduce_overhead"])
         steps["reduce_overhead_minus_graphed_us"] = _paired(rounds["reduce_overhead"], rounds["graphed"])
+        # how much of reduce-overhead's back-to-back time its GPU is busy (the rest is host work)
+        ro = rungs["reduce_overhead"]
+        steps["reduce_overhead_busy_fraction"] = _scaled(ro["gpu_busy_us"], ro["host_us"], "")
         # the replay's GPU side: its kernels' busy time plus the idle gaps at each kernel boundary
         gaps = rungs["graphed"]["kernel_gap_us"]["median"] * (rungs["graphed"]["kernels"] - 1)
         steps["graphed_gaps_total_us"] = gaps
@@ -398,7 +413,20 @@ def kernels_4096(results) -> dict:
                 for n, t in kernels
                 if not n.startswith("triton_tem") and ("layer_norm" in n or "CUDAFunctor_add" in n or "fused_add" in n)
             ),
+            "gelu_us": sum(t for n, t in kernels if not n.startswith("triton_tem") and "gelu" in n.lower()),
         }
+        # the same LayerNorm and add kernels in three groups: block one's LayerNorm (nothing to fuse
+        # it with), the three block boundaries (eager: an add and a LayerNorm; Inductor: one fused
+        # kernel each) and the last block's add on its own
+        norm_add = [
+            (n, t)
+            for n, t in kernels
+            if not n.startswith("triton_tem") and ("layer_norm" in n or "CUDAFunctor_add" in n or "fused_add" in n)
+        ]
+        out[mode]["first_norm_us"] = norm_add[0][1]
+        out[mode]["last_add_us"] = norm_add[-1][1]
+        out[mode]["boundaries_us"] = sum(t for _, t in norm_add[1:-1])
+        out[mode]["memsets"] = sum(n.startswith("Memset") for n, _ in kernels)
     out["kernel_table"] = "\n".join(lines)
     return out
 
@@ -407,7 +435,7 @@ def host_ladder(results) -> go.Figure:
     """Per rung at one token: time per forward back to back, and the GPU busy time of its kernels."""
     rungs = ladder(results)
     names = [s for s in RUNGS if s in rungs]
-    labels = [f"{RUNGS[s]} · {rungs[s]['kernels']:.0f} kernels" for s in names]
+    labels = [f"{RUNG_LABELS[s]}<br>{rungs[s]['kernels']:.0f} kernels" for s in names]
     med = [rungs[s]["host_us"]["median"] for s in names]
     fig = go.Figure()
     fig.add_trace(
@@ -419,7 +447,7 @@ def host_ladder(results) -> go.Figure:
             error_x=error_bars(
                 [rungs[s]["host_us"]["p10"] for s in names], med, [rungs[s]["host_us"]["p90"] for s in names]
             ),
-            hovertemplate="%{y}: %{x:.1f} µs (median; whiskers: 10th–90th percentile)<extra></extra>",
+            hovertemplate="%{y}: %{x:.1f} µs (median; whiskers: 10th–90th percentile of the rounds)<extra></extra>",
         )
     )
     fig.add_trace(
@@ -432,11 +460,11 @@ def host_ladder(results) -> go.Figure:
             hovertemplate="%{y}: GPU busy %{x:.1f} µs<extra></extra>",
         )
     )
-    fig.update_yaxes(autorange="reversed", title_text="how the forward runs · kernels per forward")
-    fig.update_xaxes(title_text="µs at one token", dtick=100)
+    fig.update_yaxes(autorange="reversed", title_text="rung")
+    fig.update_xaxes(title_text="µs per forward, one token", dtick=100)
     fig.update_layout(
-        height=520,
-        margin={"l": 300, "r": 20, "t": 20, "b": 60},
+        height=560,
+        margin={"l": 170, "r": 20, "t": 20, "b": 60},
         legend={"orientation": "h", "yanchor": "top", "y": -0.15},
     )
     return fig
