@@ -196,8 +196,38 @@
     });
   }
 
+  // Material labels a navigation section that has an index page by its expand button, which holds
+  // only an icon: every such section would be a landmark without a name (one name for all of them).
+  // Each takes its section's title instead.
+  function nameSections() {
+    document.querySelectorAll("nav.md-nav[aria-labelledby]").forEach((nav) => {
+      const label = document.getElementById(nav.getAttribute("aria-labelledby"));
+      const title = nav.querySelector(":scope > .md-nav__title");
+      if (label && !label.textContent.trim() && title && title.textContent.trim()) {
+        nav.setAttribute("aria-label", title.textContent.trim());
+        nav.removeAttribute("aria-labelledby");
+      }
+    });
+  }
+
+  // Material puts each code block's copy button in a <nav> of its own, added when the block first
+  // shows: a page of code blocks would have many navigation landmarks, none named. A copy button
+  // is no navigation: the <nav> is given role="none" as it appears.
+  const NOT_NAVIGATION = ".md-code__nav";
+  function unlandmark(root) {
+    if (root.matches?.(NOT_NAVIGATION)) root.setAttribute("role", "none");
+    root.querySelectorAll?.(NOT_NAVIGATION).forEach((n) => n.setAttribute("role", "none"));
+  }
+  new MutationObserver((records) => {
+    for (const r of records) {
+      for (const n of r.addedNodes) if (n.nodeType === 1 && (n.matches(NOT_NAVIGATION) || n.classList.contains("highlight"))) unlandmark(n);
+    }
+  }).observe(document.body, { childList: true, subtree: true });
+
   function onPage() {
     close();
+    nameSections();
+    unlandmark(document.body);
     document.querySelectorAll(CARD_TABLES).forEach(asCards);
     // mdext writes each number as a control; one written by hand becomes one here
     document.querySelectorAll(NUMBERS).forEach((el) => {
