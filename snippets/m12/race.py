@@ -31,7 +31,7 @@ SECONDARY_BATCHES = [1, 64, 256]
 SECONDARY = [("bfloat16", VOCAB, K), ("float32", 32768, K), ("float32", 131072, K), ("float32", VOCAB, 1)]
 SECONDARY += [("float32", VOCAB, 1024)]
 CHUNKS = [4096, 8192, 16384]
-BARS_US = {1: 15.0, 64: 50.0, 256: 150.0}  # the targets: fp32, V = 256k, k = 50, both sides graph-replayed
+TARGETS_US = {1: 15.0, 64: 50.0, 256: 150.0}  # the targets: fp32, V = 256k, k = 50, both sides graph-replayed
 SMALL = {  # the CPU path: the interpreter runs every call, so a few tiny rows (no chunk sweep: the
     "vocab": 600,  # override is tested in tests/test_m12_topk.py)
     **{"batches": [1, 2], "secondary_batches": [1], "chunks": [], "sweep_batches": [1]},
@@ -136,7 +136,7 @@ def measure(small: bool = False) -> dict:
         (SMALL["batches"], SMALL["secondary_batches"]) if small else (BATCHES, SECONDARY_BATCHES)
     )
     secondary = SMALL["secondary"] if small else SECONDARY
-    chunks, sweep = (SMALL["chunks"], SMALL["sweep_batches"]) if small else (CHUNKS, list(BARS_US))
+    chunks, sweep = (SMALL["chunks"], SMALL["sweep_batches"]) if small else (CHUNKS, list(TARGETS_US))
     rounds = 3 if small else 12
     peer, peer_note = flashinfer_top_k() if cuda else (None, "CPU run: FlashInfer needs a GPU")
     main = [race(b, vocab, K, "float32", dev, rounds, chunks if b in sweep else (), peer) for b in batches]
@@ -158,17 +158,17 @@ def measure(small: bool = False) -> dict:
         }
 
     races = [row(p, "torch.topk", p["time_us"]["torch_topk"]) for p in main]
-    for p in (p for p in main if p["batch"] in BARS_US and not small):  # the bar: a constant, paired by round
-        bar = BARS_US[p["batch"]]
+    for p in (p for p in main if p["batch"] in TARGETS_US and not small):  # the target: a constant, paired by round
+        bar = TARGETS_US[p["batch"]]
         races.append(
-            row(p, f"the issue's bar, {bar:g} us", summarize([bar] * p["time_us"]["ours"]["n"], "us", rounds=True))
+            row(p, f"the course's target, {bar:g} us", summarize([bar] * p["time_us"]["ours"]["n"], "us", rounds=True))
         )
     everything = main + extra
     return {
         "repetitions": min(t["n"] for p in everything for t in p["time_us"].values()),
         "vocab": vocab,
         "k": K,
-        "bars_us": {str(b): us for b, us in BARS_US.items()},
+        "targets_us": {str(b): us for b, us in TARGETS_US.items()},
         "points": main,
         "secondary": extra,
         "all_values_match": all(p["values_match"] and p["indices_point_at_values"] for p in everything),
