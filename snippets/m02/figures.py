@@ -38,7 +38,7 @@ def host_overhead(results):
             hovertemplate="%{y}: %{x:.2f} µs host per op<extra></extra>",
         )
     fig.add_bar(
-        y=["GPU: add kernel, per kernel in a graph replay (with the gap to the next)"],
+        y=["GPU: add kernel + gap to the next (graph replay)"],
         x=[kernel["median"]],
         orientation="h",
         error_x=_err(kernel),
