@@ -400,7 +400,7 @@ def bandwidth(results) -> go.Figure:
 
 def shift_fix(results) -> go.Figure:
     """The token shift before and after each fix, in both forced runs of the build: device time per
-    call against the floor and against the bar (the time that closes half of the gap), and what a
+    call against the floor and against the target (the time that closes half of the gap), and what a
     cost model that counts bytes predicts for the rewrite."""
     names = (
         ("shift_original", "original<br>Inductor, two kernels"),
@@ -444,7 +444,7 @@ def shift_fix(results) -> go.Figure:
     )
     for y, text, dash in (
         (reference["shift_original"]["floor_us"]["median"], "floor: the minimum bytes at the copy ceiling", "dash"),
-        (s["triton"]["bar_us"]["median"], f"the bar: {BAR:.0%} of the gap closed", "dot"),
+        (s["triton"]["bar_us"]["median"], f"the target: {BAR:.0%} of the gap closed", "dot"),
     ):
         fig.add_hline(y=y, line_dash=dash)
         fig.add_annotation(

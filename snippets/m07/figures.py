@@ -485,7 +485,7 @@ def matmul_vs_cublas(results) -> go.Figure:
     fig.add_hline(
         y=bar,
         line={"dash": "dash", "color": COLORS["cublas"], "width": 2},
-        annotation_text="the bar: as fast as cuBLAS",
+        annotation_text="the target: as fast as cuBLAS",
         annotation_position="top left",
     )
     fig.update_yaxes(title_text="speed relative to cuBLAS (its time over the step's, per round)")

@@ -565,7 +565,7 @@ def routes(results) -> go.Figure:
 def race(results) -> go.Figure:
     """The Triton grouped GEMM's speed relative to torch._grouped_mm (torch's time over Triton's,
     round by round): each GEMM and both together (the Scoreboard's race), for every point measured;
-    the dashed line is the bar."""
+    the dashed line is the target."""
     data = results("m11/grouped_gemm")
     points = data["points"]
     labels = [
@@ -596,7 +596,7 @@ def race(results) -> go.Figure:
             x=labels,
             y=[bar] * len(labels),
             mode="lines",
-            name=f"the bar: {bar:g} of torch._grouped_mm's speed",
+            name=f"the target: {bar:g} of torch._grouped_mm's speed",
             line={"color": "black", "dash": "dash"},
             hoverinfo="skip",
         )
