@@ -443,16 +443,16 @@ class Children:
         program's children alone)."""
         if not _SUBREAPER:
             return
-        with self._lock:
+        with self._lock:  # held throughout: a snippet started meanwhile (start) would look like a stray
             running = {p.pid for p in self._running}
-        mine = os.getpid()
-        strays = [pid for pid, parent in _parents().items() if parent == mine and pid not in running]
-        for pid in strays:
-            _kill_pids(descendants(pid) + [pid])
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass  # not ours to reap (a Popen of this job reaped it)
+            mine = os.getpid()
+            strays = [pid for pid, parent in _parents().items() if parent == mine and pid not in running]
+            for pid in strays:
+                _kill_pids(descendants(pid) + [pid])
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass  # not ours to reap (a Popen of this job reaped it)
 
     def kill_all(self) -> None:
         with self._lock:
