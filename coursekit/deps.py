@@ -15,6 +15,7 @@ Nothing here imports torch: the site build uses it too.
 from __future__ import annotations
 
 import ast
+import tempfile
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -419,3 +420,57 @@ def _renamed(lines: list[str], names: set[str]) -> list[str]:
         line = out[row - 1]
         out[row - 1] = line[:col] + "_course_" + name + line[col + len(name) :]
     return out
+
+
+def cut(path: Path, names: list[str]) -> str:
+    """The definitions ``names`` of the module at ``path`` and everything of that module they use,
+    in the file's order, as one file that runs alone (the course's helpers they import inlined, as
+    in a download): what a notebook carries of a figures.py or of coursekit/figdata.py. The
+    module's docstring and ``from __future__`` imports are left out. KeyError names what the
+    module does not define."""
+    path = Path(path)
+    source = path.read_text()
+    body = [
+        s
+        for s in ast.parse(source).body
+        if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))  # the docstring
+        and not (isinstance(s, ast.ImportFrom) and s.module == "__future__")
+    ]
+    defs: dict[str, list[ast.stmt]] = {}
+    for s in body:
+        for name in _bound_names(s):
+            defs.setdefault(name, []).append(s)
+    missing = [n for n in names if n not in defs]
+    if missing:
+        raise KeyError(f"{path} defines no {', '.join(missing)}")
+    keep: list[ast.stmt] = []
+    todo, seen = list(names), set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for s in defs.get(name, []):
+            if s not in keep:
+                keep.append(s)
+                todo += [n for n in _used_names([s]) if n in defs]
+    lines = source.splitlines()
+    text: list[str] = []
+    for s in sorted(keep, key=lambda s: s.lineno):
+        if isinstance(s, ast.Import | ast.ImportFrom):
+            s = ast.copy_location(
+                type(s)(**{**s.__dict__, "names": [a for a in s.names if (a.asname or a.name).split(".")[0] in seen]}),
+                s,
+            )
+            text.append(ast.unparse(s))
+            continue
+        if text and text[-1].startswith(("import ", "from ")):
+            text.append("")
+        start = min([s.lineno] + [d.lineno for d in getattr(s, "decorator_list", [])])
+        if isinstance(s, ast.FunctionDef | ast.ClassDef):
+            text += ["", ""]
+        text += lines[start - 1 : s.end_lineno]
+    with tempfile.TemporaryDirectory() as tmp:  # standalone() inlines the helpers a file imports
+        pruned = Path(tmp) / path.name
+        pruned.write_text("\n".join(text).strip("\n") + "\n")
+        return standalone(pruned).strip("\n")

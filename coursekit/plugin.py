@@ -51,6 +51,7 @@ from mkdocs.structure.files import File, Files
 from coursekit import cache
 from coursekit import results as store
 from coursekit.mdext import DOWNLOADS
+from coursekit.notebooks import DATA_TAG
 
 _MERMAID_LOADER = re.compile(
     r'<script type="module">\s*document\.addEventListener\("DOMContentLoaded", async \(\) => \{\s*'
@@ -161,7 +162,8 @@ class CoursePlugin(BasePlugin):
             )
         html, chrome = _NOTEBOOK_CHROME.subn("", html)
         html, code = _NOTEBOOK_CODE.subn(r'<div class="highlight"><pre><code>\1</code></pre></div>', html)
-        coded = sum(c["cell_type"] == "code" for c in cells)
+        # a cell tagged DATA_TAG shows no source (mkdocs.yml's remove_input_tags) and has no output
+        coded = sum(c["cell_type"] == "code" and DATA_TAG not in c.get("metadata", {}).get("tags", []) for c in cells)
         if not chrome or code != coded or re.search(r"highlight-ipynb|<clipboard-copy|<style", html):
             raise PluginError(
                 f"{where}: nbconvert's stylesheets, copy buttons or code blocks are not where coursekit/plugin.py "

@@ -2,11 +2,14 @@
 glossary, the repository link and the Pages workflow.
 
 - Each module's notebook and the results notebook, downloaded from the built site, run on the CPU
-  (nbclient, one kernel for all of them) outside the repository: the module notebooks read the
-  stored results through the site's downloads/data/ (COURSE_SITE), and every figure cell draws a
-  figure. The committed notebooks' cells are what scripts/notebooks.py generates from the
-  chapters, snippets and figures.py files now (sources only, not outputs), and their outputs are
-  there.
+  (nbclient, one kernel for all of them) outside the repository: the module notebooks carry the
+  stored results their figures read, and every figure cell draws a figure; two of them run with
+  `jupyter nbconvert --execute` in an empty folder with no network and no project variables. The
+  committed notebooks' cells are what coursekit/notebooks.py generates from the chapters,
+  snippets, figures.py files and stored results now (sources only, not outputs), and their
+  outputs are there.
+- Every ``{{ figure ... }}`` of every page draws through the notebook's path (the data carried,
+  the interface and the figure code cut out and run alone) exactly as the page draws it.
 - The chapter box and the run-it-yourself numbers are the stored provenance summed; bad data
   stops the build naming the page or the file and line.
 - The glossary: one file, on hover on every page, never inside code or a placeholder's value.
@@ -14,11 +17,13 @@ glossary, the repository link and the Pages workflow.
   a build with SITE_URL set puts it in the canonical links and the sitemap.
 """
 
-import importlib.util
 import json
 import re
+import shutil
+import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 
 import markdown
 import nbformat
@@ -26,14 +31,9 @@ import pytest
 import yaml
 from conftest import ROOT, child_env
 
-from coursekit import chapters, plugin
+from coursekit import chapters, deps, figdata, notebooks, plugin
 from coursekit import results as store
-from coursekit.mdext import PlaceholderError
-
-spec = importlib.util.spec_from_file_location("notebooks_script", ROOT / "scripts" / "notebooks.py")
-notebooks = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = notebooks  # its dataclass looks its module up
-spec.loader.exec_module(notebooks)
+from coursekit.mdext import PlaceholderError, ResultsPreprocessor
 
 MODULES = list(chapters.chapters())
 NOTEBOOK_PAGES = [(m, f"notebooks/{m}/{m}.ipynb") for m in MODULES] + [
@@ -76,10 +76,36 @@ def test_a_notebook_has_the_chapters_blocks_figures_and_labels():
     shown = [c.source for c in code if "figure" in c.metadata.get("tags", [])]
     assert len(shown) == len(notebooks.figures(text)) == text.count("{{ figure ")
     markdown_text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
-    assert notebooks.CPU_LABEL in markdown_text and notebooks.STORED_LABEL in markdown_text
+    assert notebooks.CPU_LABEL in markdown_text and notebooks.stored_label() in markdown_text
     assert "coursekit" not in "\n".join(
         ln for c in code for ln in c.source.splitlines() if ln.startswith(("import", "from"))
     )
+    # nothing fetched: the stored results it draws are in the notebook
+    assert not [c for c in code if "urllib" in c.source or "http" in c.source.split("#")[0]]
+    (data,) = [c for c in code if notebooks.DATA_TAG in c.metadata.get("tags", [])]
+    carried = notebooks.unpack("".join(re.findall(r'^\s+"([A-Za-z0-9+/=]+)"$', data.source, re.M)))
+    names = [f"{m}/{f}" for m, f, _ in notebooks.figures(text)]
+    assert carried["docs"] == json.loads(json.dumps(figdata.needed(names).docs))
+    assert set(carried["docs"]) == {store.REFERENCE_HARDWARE}
+
+
+def test_a_notebook_opens_in_colab_and_installs_only_what_is_missing():
+    nb = notebooks.generate("m14")
+    first = nb.cells[0].source
+    repo = notebooks.repo_url()
+    owner_repo = repo.removeprefix("https://github.com/").rstrip("/")
+    colab = f"https://colab.research.google.com/github/{owner_repo}/blob/main/docs/notebooks/m14.ipynb"
+    assert f"[Open in Colab]({colab})" in first
+    assert notebooks.colab_url("https://github.com/someone/fork", "m02") == (
+        "https://colab.research.google.com/github/someone/fork/blob/main/docs/notebooks/m02.ipynb"
+    )
+    install = nb.cells[1]
+    assert nb.cells[1].cell_type == "code" and notebooks.PIP_TAG in install.metadata["tags"]
+    assert "%pip install" in install.source
+    for package in ("torch", "triton", "transformers", "plotly"):
+        assert f"'{package}'" in install.source
+    # on a machine that has them, the cell installs nothing: its pip line sits behind find_spec
+    assert re.search(r"^if _missing:\n    %pip install", install.source, re.M)
 
 
 def test_generation_names_a_bad_include_and_a_missing_figure_function():
@@ -91,16 +117,103 @@ def test_generation_names_a_bad_include_and_a_missing_figure_function():
 
 def test_pages_url_of_a_repository():
     assert notebooks.pages_url("https://github.com/Org/course") == "https://org.github.io/course/"
+    assert notebooks.pages_url("https://github.com/org/course.git") == "https://org.github.io/course/"
     assert notebooks.pages_url("https://github.com/org/org.github.io") == "https://org.github.io/"
     with pytest.raises(notebooks.NotebookError):
         notebooks.pages_url("https://example.com/x")
 
 
+def page_figures() -> list[tuple[str, str]]:
+    """(page, module/function) of every ``{{ figure ... }}`` on every page, once each."""
+    out = {}
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        for m, f, _ in notebooks.figures(page.read_text()):
+            out.setdefault(f"{m}/{f}", str(page.relative_to(ROOT)))
+    return [(page, name) for name, page in out.items()]
+
+
+PAGE_FIGURES = page_figures()
+
+
 @pytest.fixture(scope="module")
-def kernel(site_server, tmp_path_factory):
-    """One kernel for every notebook, on the CPU, outside the repository, the site as COURSE_SITE."""
+def interface():
+    """What every notebook carries of coursekit/figdata.py, run alone (no coursekit imported)."""
+    return deps.cut(ROOT / "coursekit" / "figdata.py", ["Results", "Embedded"])
+
+
+@pytest.mark.parametrize("page, name", PAGE_FIGURES, ids=[n for _, n in PAGE_FIGURES])
+def test_every_page_figure_draws_through_the_notebook_path(page, name, interface):
+    """The page's drawing (mdext's figure call) and the notebook's (the data it would carry, packed
+    and unpacked, the interface and the figure code cut out and run in a namespace of their own)
+    give the same figure, spec for spec."""
+    module_dir, func = name.split("/")
+    md = markdown.Markdown(
+        extensions=["coursekit.mdext"], extension_configs={"coursekit.mdext": {"hardware": store.REFERENCE_HARDWARE}}
+    )
+    on_page, _, _ = md.preprocessors["course_results"].call_figures(name, f"{{{{ figure {name} }}}}")
+    carried = notebooks.unpack(notebooks.pack(figdata.needed([name])))
+    code = interface + "\n\n" + notebooks.figure_code(module_dir, [func])
+    imports = [ln for ln in code.splitlines() if ln.startswith(("import ", "from "))]
+    assert not [ln for ln in imports if "coursekit" in ln], f"{name}: the notebook's code imports the course's package"
+    namespace = {"__name__": f"notebook_{module_dir}"}
+    exec(compile(code, f"<{module_dir} notebook>", "exec"), namespace)
+    results = namespace["Results"](namespace["Embedded"](carried["docs"], carried["keys"]), store.REFERENCE_HARDWARE)
+    in_notebook = namespace[func](results)
+    assert json.loads(ResultsPreprocessor.figure_json(in_notebook)) == json.loads(
+        ResultsPreprocessor.figure_json(on_page)
+    ), f"{name} ({page}) draws differently in the notebook"
+
+
+OFFLINE = ["m04", "m12"]  # two quick notebooks (seconds each on the CPU): torch alone, and Triton in its interpreter
+
+
+def offline_prefix() -> list[str]:
+    """A command prefix that runs its command with no network (a network namespace of its own, its
+    loopback up for the kernel's sockets), or [] where user namespaces are not allowed."""
+    if not shutil.which("unshare") or not shutil.which("ip"):
+        return []
+    probe = subprocess.run(["unshare", "-rn", "ip", "link", "set", "lo", "up"], capture_output=True)
+    return ["unshare", "-rn", "sh", "-c", 'ip link set lo up && exec "$@"', "offline"] if probe.returncode == 0 else []
+
+
+@pytest.mark.timeout(600)
+def test_downloaded_notebooks_run_with_nbconvert_offline_in_an_empty_folder(built_site, site_server, tmp_path):
+    """As a reader who downloaded two notebooks runs them: `jupyter nbconvert --execute` in an empty
+    folder, no network (a namespace without one; where that is not allowed, every proxy pointing at
+    a closed port), and none of the project's variables (PYTHONPATH, COURSE_*, TRITON_INTERPRET)."""
+    kept = ("PATH", "HOME", "LANG", "TMPDIR", "TORCHINDUCTOR_CACHE_DIR")  # the test run's temporary folders
+    env = {k: v for k, v in child_env().items() if k in kept}
+    prefix = offline_prefix()
+    if not prefix:
+        dead = "http://127.0.0.1:9"
+        env.update(http_proxy=dead, https_proxy=dead, HTTP_PROXY=dead, HTTPS_PROXY=dead, no_proxy="", NO_PROXY="")
+    env["CUDA_VISIBLE_DEVICES"] = ""  # a machine without a GPU (this one has none either)
+    jupyter = str(Path(sys.executable).with_name("jupyter"))
+    for module in OFFLINE:
+        folder = tmp_path / module  # an empty folder each: nothing of the repository, nor of another notebook
+        folder.mkdir()
+        with urllib.request.urlopen(f"{site_server}notebooks/{module}/{module}.ipynb", timeout=30) as response:
+            (folder / f"{module}.ipynb").write_bytes(response.read())
+        done = subprocess.run(
+            [*prefix, jupyter, "nbconvert", "--to", "notebook", "--execute", f"{module}.ipynb",
+             "--output", f"{module}.run.ipynb", "--ExecutePreprocessor.timeout=300"],
+            cwd=folder, env=env, capture_output=True, text=True, timeout=500,
+        )  # fmt: skip
+        assert done.returncode == 0, f"{module}: nbconvert failed:\n{done.stderr[-3000:]}"
+        nb = nbformat.read(folder / f"{module}.run.ipynb", as_version=4)
+        figures = [c for c in nb.cells if "figure" in c.metadata.get("tags", [])]
+        assert figures and all(
+            any(o.output_type == "display_data" and PLOTLY_MIME in o.data for o in c.outputs) for c in figures
+        ), f"{module}: a figure cell drew nothing"
+        installed = next(c for c in nb.cells if notebooks.PIP_TAG in c.metadata.get("tags", []))
+        assert not installed.outputs, f"{module}: the install cell did something on a machine that has the packages"
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    """One kernel for every notebook, on the CPU, outside the repository."""
     away = tmp_path_factory.mktemp("reader")
-    k = notebooks.Kernel(away, env=child_env(COURSE_SITE=site_server))
+    k = notebooks.Kernel(away, env=child_env())
     yield k, away
     k.close()
 
@@ -129,7 +242,7 @@ def test_notebook_from_the_site_runs_on_the_cpu(name, url, built_site, site_serv
         assert traces and 'class="course-plot"' in drawn[0].data["text/html"]
     printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     if name != "results":
-        assert f"from {site_server}" in printed, "the notebook did not read the results through the site"
+        assert "carried in this notebook" in printed, "the notebook did not draw from the data it carries"
 
 
 def test_notebook_pages_are_offline_light_and_linked(built_site):

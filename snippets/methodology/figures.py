@@ -12,10 +12,9 @@ timing summary records in its ``clock`` field (coursekit/bench.py):
 
 import plotly.graph_objects as go
 
-from coursekit import stats
+from coursekit.plotting import REFERENCE, RERUN, margin
+from coursekit.stats import summarize
 
-REFERENCE = "nvidia-h200"
-RERUN = "nvidia-h200-rerun"  # the second forced run at the same commit, stored beside the reference
 CLOCKS = ("host", "device")
 
 
@@ -36,7 +35,7 @@ def _stats(values: list[float]) -> dict:
     """Median, 90th percentile and maximum of absolute percentage changes (coursekit.stats)."""
     if not values:
         return {"n": 0, "median_pct": 0.0, "p90_pct": 0.0, "max_pct": 0.0}
-    s = stats.summarize(values, "%")
+    s = summarize(values, "%")
     return {"n": s["n"], "median_pct": s["median"], "p90_pct": s["p90"], "max_pct": s["max"]}
 
 
@@ -160,7 +159,7 @@ def drift_figure(results):
             "title": "clock: what changed",
         },
         height=120 + 45 * len(labels),
-        margin={"l": 280, "r": 20, "t": 20, "b": 60},
+        margin=margin(l=280),
     )
     return fig
 
