@@ -244,3 +244,45 @@ def test_host_sharing_counts_results_pinned_to_part_of_the_host():
         "host_bound_shared_keys": "a/half",
     }
     assert out["rerun"]["shared"] == 0 and out["rerun"]["host_bound_shared_keys"] == "none"
+
+
+# ---------------------------------------------------------------- one plotting module
+
+SET_NAME = re.compile(r"""["'](?:nvidia-[a-z0-9-]+|cpu(?:-[a-z0-9-]+)?)["']""")
+TYPED_LEGEND = re.compile(r"""\blegend\s*=\s*(?:dict\(|\{)""")
+
+
+def test_figures_take_sets_legends_margins_whiskers_and_colours_from_coursekit_plotting():
+    """No figures.py names a stored set, types the course's legend, defines WHISKERS or types one of
+    the shared colours: coursekit/plotting.py says each once."""
+    from coursekit import plotting
+    from coursekit import results as store
+
+    assert plotting.REFERENCE == store.REFERENCE_HARDWARE and set(plotting.RUNS.values()) <= set(store.hardware_sets())
+    shared = {v.lower() for k, v in vars(plotting).items() if k.isupper() and isinstance(v, str) and v.startswith("#")}
+    problems = []
+    for path in sorted(SNIPPETS.glob("*/figures.py")):
+        source = path.read_text()
+        where = path.relative_to(ROOT)
+        for i, line in enumerate(source.splitlines(), 1):
+            code = line.split("#", 1)[0] if not re.search(r"""["'][^"']*#""", line) else line
+            if SET_NAME.search(code):
+                problems.append(f"{where}:{i}: a set's name typed (coursekit.plotting: REFERENCE, RERUN, RUNS)")
+            if TYPED_LEGEND.search(code):
+                problems.append(f"{where}:{i}: a legend typed (coursekit.plotting.legend)")
+            if re.match(r"\s*WHISKERS\s*=", line):
+                problems.append(f"{where}:{i}: WHISKERS defined again (coursekit.plotting.WHISKERS)")
+            problems += [
+                f"{where}:{i}: the colour {c} typed (coursekit.plotting names it)"
+                for c in re.findall(r"""["'](#[0-9a-fA-F]{6})["']""", line)
+                if c.lower() in shared
+            ]
+    assert not problems, "\n".join(problems)
+
+
+def test_plotting_legend_and_margin():
+    from coursekit.plotting import WHISKERS, legend, margin
+
+    assert legend(-0.3) == {"orientation": "h", "yanchor": "top", "y": -0.3}
+    assert legend(whiskers=True, x=0)["title"] == {"text": WHISKERS, "side": "top"} and legend(x=0)["x"] == 0
+    assert margin(l=10, b=110) == {"l": 10, "r": 20, "t": 20, "b": 110}

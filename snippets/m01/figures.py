@@ -5,6 +5,8 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from coursekit.plotting import legend, margin
+
 VARIANTS = {"eager": "PyTorch eager", "torch_compile": "torch.compile", "jax_jit": "jax.jit"}
 DASH = {"eager": "solid", "torch_compile": "dash", "jax_jit": "dot"}
 COLOR = {"eager": "#3b6fd8", "torch_compile": "#e08a1e", "jax_jit": "#2e9e5f"}  # readable on light and dark
@@ -67,8 +69,8 @@ def train_step(results):
     fig.update_yaxes(title_text="cumulative wall time (s, log scale)", **log)
     fig.update_layout(
         height=460,
-        margin=dict(l=70, r=20, t=40, b=60),
-        legend=dict(orientation="h", x=0, y=-0.2, yanchor="top"),
+        margin=margin(t=40),
+        legend=legend(-0.2, x=0),
         hovermode="closest",
     )
     return fig
@@ -101,7 +103,11 @@ def train_step_time(results):
             name=label,
             hovertext=hover,
             hoverinfo="text",
-            marker=dict(color=COLOR[name], size=11, symbol={"eager": "circle", "torch_compile": "square", "jax_jit": "diamond"}[name]),
+            marker=dict(
+                color=COLOR[name],
+                size=11,
+                symbol={"eager": "circle", "torch_compile": "square", "jax_jit": "diamond"}[name],
+            ),
             error_y=dict(type="data", symmetric=False, array=up, arrayminus=down, thickness=1.5, width=6),
         )
     lows = [v["step_us"]["p10"] for c in _configs(d) for v in c["variants"].values()]
@@ -112,7 +118,7 @@ def train_step_time(results):
         title="µs per training step (log scale; whiskers: 10th–90th percentile)",
     )
     fig.update_xaxes(title=f"4-layer MLP, {d['dtype']}, SGD")
-    fig.update_layout(scattermode="group", scattergap=0.5, height=420, margin=dict(l=70, r=20, t=20, b=60))
+    fig.update_layout(scattermode="group", scattergap=0.5, height=420, margin=margin())
     return fig
 
 
@@ -141,5 +147,9 @@ def step_facts(results) -> dict:
         "model_compile_cost_us": paired(steps["model_only"], steps["eager"]),
         "optimizer_compile_cost_us": paired(steps["optimizer_only"], steps["eager"]),
         # what CUDA graphs take off the compiled step (absent where there is no CUDA)
-        **({"graphs_saving_us": paired(steps["both"], steps["both_reduce_overhead"])} if "both_reduce_overhead" in steps else {}),
+        **(
+            {"graphs_saving_us": paired(steps["both"], steps["both_reduce_overhead"])}
+            if "both_reduce_overhead" in steps
+            else {}
+        ),
     }

@@ -4,6 +4,7 @@ import math
 
 import plotly.graph_objects as go
 
+from coursekit.plotting import BLUE, ORANGE, legend, margin
 from coursekit.stats import paired
 
 LABELS = {
@@ -34,7 +35,7 @@ def host_overhead(results):
             name=LABELS[name],
             error_x=_err(s),
             showlegend=False,
-            marker_color="#1f5fbf" if name != "python_call" else "#888",
+            marker_color=BLUE if name != "python_call" else "#888",
             hovertemplate="%{y}: %{x:.2f} µs host per op<extra></extra>",
         )
     fig.add_bar(
@@ -42,14 +43,14 @@ def host_overhead(results):
         x=[kernel["median"]],
         orientation="h",
         error_x=_err(kernel),
-        marker_color="#e07b00",
+        marker_color=ORANGE,
         showlegend=False,
         hovertemplate="kernel: %{x:.2f} µs of GPU time per kernel in a graph replay<extra></extra>",
     )
     fig.update_layout(
         xaxis_title="µs per torch.add of 1,024 floats (whiskers: 10th–90th percentile)",
         height=440,
-        margin=dict(l=10, r=20, t=20, b=60),
+        margin=margin(l=10),
         bargap=0.3,
     )
     fig.update_yaxes(automargin=True, title_text="how torch.add is called")
@@ -120,9 +121,7 @@ def crossover(results):
         dtick=1,
     )
     fig.update_yaxes(type="log", title="µs per op (log scale; whiskers: 10th–90th percentile)")
-    fig.update_layout(
-        height=520, margin=dict(l=60, r=20, t=20, b=60), legend=dict(orientation="h", x=0, y=-0.18, yanchor="top")
-    )
+    fig.update_layout(height=520, margin=margin(l=60), legend=legend(-0.18, x=0))
     return fig
 
 

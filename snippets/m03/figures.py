@@ -9,6 +9,8 @@ import math
 
 import plotly.graph_objects as go
 
+from coursekit.plotting import RUNS, legend, margin
+
 # torch-free: figures run at site-build time without torch
 from coursekit.stats import (
     difference_spread,
@@ -222,10 +224,10 @@ def speedup(results) -> go.Figure:
         ticktext=["0.5", "0.7", "1", "1.5", "2", "3", "5", "7", "10"],
     )
     fig.update_layout(
-        legend={"orientation": "h", "yanchor": "top", "y": -0.2},
+        legend=legend(-0.2),
         hovermode="closest",
         height=520,
-        margin={"l": 70, "r": 20, "t": 30, "b": 60},
+        margin=margin(t=30),
     )
     return fig
 
@@ -283,10 +285,10 @@ def decomposition(results) -> go.Figure:
     # The stack is eager's wall time: busy kernels plus the GPU's idle time, which is the host's.
     fig.update_layout(
         barmode="stack",
-        legend={"orientation": "h", "yanchor": "top", "y": -0.2},
+        legend=legend(-0.2),
         hovermode="closest",
         height=540,
-        margin={"l": 70, "r": 20, "t": 20, "b": 60},
+        margin=margin(),
     )
     return fig
 
@@ -464,8 +466,8 @@ def host_ladder(results) -> go.Figure:
     fig.update_xaxes(title_text="µs per forward, one token", dtick=100)
     fig.update_layout(
         height=560,
-        margin={"l": 170, "r": 20, "t": 20, "b": 60},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.15},
+        margin=margin(l=170),
+        legend=legend(-0.15),
     )
     return fig
 
@@ -478,7 +480,7 @@ def issue_runs(results) -> dict:
     as a text table. The two are timed in separate phases of one process, so a host that changes
     speed between the phases moves one and not the other: a host-bound call from idle should take
     no longer than one back to back, and where it does, the phases ran at different host speeds."""
-    names = {"nvidia-h200": "first", "nvidia-h200-rerun": "second"}
+    names = {hardware: run for run, hardware in RUNS.items()}
     widths = (15, 9, 8)  # narrow enough for a phone
     lines = [
         "issue / back to back, µs (medians)",

@@ -17,6 +17,8 @@ minus the two) also carries their differences, of a sign that was not measured.
 
 import plotly.graph_objects as go
 
+from coursekit.plotting import legend, margin
+
 # torch-free: figures run at site-build time without torch
 from coursekit.stats import error_bars, summarize
 
@@ -253,10 +255,10 @@ def guard_cost(results) -> go.Figure:
         ticktext=[f"{t:,}" for t in ticks],
     )
     fig.update_layout(
-        legend={"orientation": "h", "yanchor": "top", "y": -0.2},
+        legend=legend(-0.2),
         hovermode="closest",
         height=520,
-        margin={"l": 70, "r": 20, "t": 20, "b": 60},
+        margin=margin(),
     )
     return fig
 
@@ -325,10 +327,10 @@ def call_breakdown(results) -> go.Figure:
     )
     fig.update_layout(
         barmode="stack",
-        legend={"orientation": "h", "yanchor": "top", "y": -0.2},
+        legend=legend(-0.2),
         hovermode="closest",
         height=500,
-        margin={"l": 70, "r": 20, "t": 20, "b": 60},
+        margin=margin(),
     )
     return fig
 
@@ -364,9 +366,9 @@ def compile_time(results) -> go.Figure:
         ticktext=[f"{t:g}" for t in ticks],
     )
     fig.update_layout(
-        legend={"orientation": "h", "yanchor": "top", "y": -0.2},
+        legend=legend(-0.2),
         hovermode="closest",
         height=480,
-        margin={"l": 70, "r": 20, "t": 20, "b": 60},
+        margin=margin(),
     )
     return fig

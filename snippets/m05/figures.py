@@ -10,6 +10,8 @@ drawn.
 
 import plotly.graph_objects as go
 
+from coursekit.plotting import BLUE, ORANGE, legend, margin
+
 # Operators that only re-describe memory they are given (views, aliases) or unpack a tuple
 # (getitem): they move no data. Everything else computes or copies.
 VIEW_OPS = {
@@ -30,7 +32,7 @@ VIEW_OPS = {
     "as_strided",
 }
 UNPACK = "<built-in function getitem>"
-COLORS = {"compute": "#1f5fbf", "views": "#9bb7e0", "unpack": "#cccccc", "kernels": "#e07b00", "library": "#7a4a1a"}
+COLORS = {"compute": BLUE, "views": "#9bb7e0", "unpack": "#cccccc", "kernels": ORANGE, "library": "#7a4a1a"}
 
 
 def _op_name(target: str) -> str:
@@ -220,8 +222,8 @@ def op_counts(results) -> go.Figure:
     fig.update_layout(
         barmode="stack",
         height=540,
-        margin=dict(l=10, r=20, t=20, b=110),
-        legend=dict(orientation="h", x=0, y=-0.16, yanchor="top", traceorder="normal"),
+        margin=margin(l=10, b=110),
+        legend=legend(-0.16, x=0, traceorder="normal"),
         xaxis_title="operations (Inductor code: kernels and calls)",
     )
     fig.update_yaxes(
@@ -257,8 +259,8 @@ def composition(results) -> go.Figure:
     fig.update_layout(
         barmode="stack",
         height=400,
-        margin=dict(l=10, r=20, t=20, b=100),
-        legend=dict(orientation="h", x=0, y=-0.22, yanchor="top", traceorder="normal"),
+        margin=margin(l=10, b=100),
+        legend=legend(-0.22, x=0, traceorder="normal"),
         xaxis_title="operations in the graph",
     )
     fig.update_yaxes(
@@ -289,7 +291,7 @@ def saved_bytes(results) -> go.Figure:
         ),
         ("eager autograd", "#2a9d5c", lambda m, d: eager[m]),
         ("default_partition", "#9bb7e0", lambda m, d: _case(saved, m, d, "default")["activation_bytes"]),
-        ("min-cut partition", "#1f5fbf", lambda m, d: _case(saved, m, d, "min_cut")["activation_bytes"]),
+        ("min-cut partition", BLUE, lambda m, d: _case(saved, m, d, "min_cut")["activation_bytes"]),
     ]
     fig = go.Figure()
     for label, color, value in series:
@@ -305,7 +307,7 @@ def saved_bytes(results) -> go.Figure:
     fig.update_layout(
         barmode="group",
         height=500,
-        margin=dict(l=60, r=20, t=20, b=110),
-        legend=dict(orientation="h", x=0, y=-0.16, yanchor="top"),
+        margin=margin(l=60, b=110),
+        legend=legend(-0.16, x=0),
     )
     return fig

@@ -13,11 +13,10 @@ import re
 
 import plotly.graph_objects as go
 
+from coursekit.plotting import REFERENCE, RERUN, legend, margin
 from coursekit.stats import difference_spread, ratio_spread
 
 BAR = 0.5  # the module's bar: a fix must close at least this fraction of the gap it shows
-REFERENCE = "nvidia-h200"
-RERUN = "nvidia-h200-rerun"  # the second forced run of the same snippets at the same code
 
 VARIANTS = {  # short name: label
     "norm_eager": "norm block, eager",
@@ -341,8 +340,8 @@ def bytes_moved(results) -> go.Figure:
     fig.update_xaxes(title_text="MB per call", rangemode="tozero")
     fig.update_layout(
         height=380,
-        margin={"l": 10, "r": 20, "t": 20, "b": 60},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.25},
+        margin=margin(l=10),
+        legend=legend(-0.25),
         bargap=0.35,
     )
     return fig
@@ -392,8 +391,8 @@ def bandwidth(results) -> go.Figure:
     fig.update_layout(
         barmode="group",
         height=460,
-        margin={"l": 10, "r": 20, "t": 70, "b": 70},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.2},
+        margin=margin(l=10, t=70, b=70),
+        legend=legend(-0.2),
     )
     return fig
 
@@ -472,8 +471,8 @@ def shift_fix(results) -> go.Figure:
     fig.update_layout(
         barmode="group",
         height=520,
-        margin={"l": 70, "r": 20, "t": 30, "b": 60},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.18},
+        margin=margin(t=30),
+        legend=legend(-0.18),
         bargap=0.3,
     )
     return fig

@@ -9,6 +9,8 @@ step, a config field or a compiled fact added to a snippet shows up without a ch
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from coursekit.plotting import BLUE, GREEN, ORANGE, legend, margin
+
 # torch-free: figures run at site-build time without torch
 from coursekit.stats import (
     error_bars,
@@ -30,10 +32,10 @@ VARIANT_LABELS = {
 # One colour per series across subplots (plotly's colorway would cycle per trace); the light palette
 # of docs/assets/javascripts/figures.js, legible on the dark one too.
 COLORS = {
-    "triton": "#1f5fbf",
-    "torch_eager": "#e07b00",
-    "torch_compile": "#2e8b57",
-    "cublas": "#e07b00",
+    "triton": BLUE,
+    "torch_eager": ORANGE,
+    "torch_compile": GREEN,
+    "cublas": ORANGE,
 }
 DTYPE_SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 TILE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
@@ -135,8 +137,8 @@ def vector_add_roofline(results) -> go.Figure:
     fig.update_xaxes(title_text="GB/s (bytes read + written)", range=[lo - pad, hi + pad])
     fig.update_layout(
         height=360,
-        margin={"l": 290, "r": 20, "t": 20, "b": 60},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.25},
+        margin=margin(l=290),
+        legend=legend(-0.25),
     )
     return fig
 
@@ -265,8 +267,8 @@ def softmax_bandwidth(results) -> go.Figure:
     fig.update_yaxes(title_text="GB/s (one read + one write of the tensor)", rangemode="tozero", row=1, col=1)
     fig.update_layout(
         height=480,
-        margin={"l": 70, "r": 20, "t": 40, "b": 60},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.2},
+        margin=margin(t=40),
+        legend=legend(-0.2),
         hovermode="closest",
     )
     return fig
@@ -445,8 +447,8 @@ def matmul_steps(results) -> go.Figure:
     fig.update_xaxes(title_text="step")
     fig.update_layout(
         height=500,
-        margin={"l": 70, "r": 20, "t": 40, "b": 60},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.22},
+        margin=margin(t=40),
+        legend=legend(-0.22),
         hovermode="closest",
         bargap=0.3,
     )
@@ -492,8 +494,8 @@ def matmul_vs_cublas(results) -> go.Figure:
     fig.update_xaxes(title_text="step")
     fig.update_layout(
         height=420,
-        margin={"l": 80, "r": 20, "t": 20, "b": 60},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.18},
+        margin=margin(l=80),
+        legend=legend(-0.18),
         hovermode="closest",
         scattermode="group",
         scattergap=0.6,

@@ -13,6 +13,7 @@ import math
 
 import plotly.graph_objects as go
 
+from coursekit.plotting import BLUE, GREEN, ORANGE, legend, margin
 from coursekit.stats import error_bars, paired
 
 MiB, GiB = 2**20, 2**30
@@ -26,8 +27,7 @@ SYNC_LABELS = {  # on two lines each, so that the bars keep the figure's width
     "empty_segment": "empty_cache(), one free<br>segment cached (a cudaFree)",
     "realloc": "del x; torch.empty(same size)<br>(served from the cache)",
 }
-WHISKERS = "whiskers: 10th to 90th percentile"
-COLORS = {"uncached": "#e07b00", "cached": "#1f5fbf", "floor": "grey", "steady": "#2e8b57"}
+COLORS = {"uncached": ORANGE, "cached": BLUE, "floor": "grey", "steady": GREEN}
 
 
 def _size_key(nbytes: int) -> str:
@@ -182,8 +182,8 @@ def alloc_cost(results) -> go.Figure:
     fig.update_yaxes(type="log", dtick=1, title_text="host time per call (µs, log scale)")
     fig.update_layout(
         height=500,
-        margin={"l": 70, "r": 20, "t": 40, "b": 60},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.22, "title": {"text": WHISKERS, "side": "top"}},
+        margin=margin(t=40),
+        legend=legend(-0.22, whiskers=True),
     )
     return fig
 
@@ -231,8 +231,8 @@ def free_sync(results) -> go.Figure:
     fig = go.Figure()
     keys = list(SYNC_CASES)
     for stream, color, name in (
-        ("idle", "#1f5fbf", "device idle"),
-        ("busy", "#e07b00", "behind a queued kernel (the launch included)"),
+        ("idle", BLUE, "device idle"),
+        ("busy", ORANGE, "behind a queued kernel (the launch included)"),
     ):
         s = [_sync_case(data, k, stream)["returned_us"] for k in keys]
         mids = [x["median"] for x in s]
@@ -264,8 +264,8 @@ def free_sync(results) -> go.Figure:
     fig.update_layout(
         barmode="group",
         height=400,
-        margin={"l": 10, "r": 20, "t": 40, "b": 60},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.25, "title": {"text": WHISKERS, "side": "top"}},
+        margin=margin(l=10, t=40),
+        legend=legend(-0.25, whiskers=True),
     )
     return fig
 
@@ -372,9 +372,9 @@ def oom_budget(results) -> go.Figure:
     labels = [r["label"] for r in rows]
     fig = go.Figure()
     for key, name, color, pattern in (
-        ("allocated", "allocated: blocks held by live tensors", "#1f5fbf", ""),
+        ("allocated", "allocated: blocks held by live tensors", BLUE, ""),
         ("free", "reserved but unallocated: free blocks inside the segments", "#9ecae1", ""),
-        ("asked", "the new segment the failed request asked for", "#e07b00", "/"),
+        ("asked", "the new segment the failed request asked for", ORANGE, "/"),
     ):
         fig.add_trace(
             go.Bar(
@@ -405,8 +405,8 @@ def oom_budget(results) -> go.Figure:
     fig.update_layout(
         barmode="stack",
         height=440,
-        margin={"l": 10, "r": 20, "t": 40, "b": 110},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.25, "traceorder": "normal"},
+        margin=margin(l=10, t=40, b=110),
+        legend=legend(-0.25, traceorder="normal"),
     )
     return fig
 
@@ -466,8 +466,8 @@ def timeline(results) -> go.Figure:
     text = [f"{e['phase']}: {e['action']} of {e['size_bytes']:,} bytes" for e in events]
     fig = go.Figure()
     for key, name, color, shape in (
-        ("reserved_bytes", "reserved: segments the allocator holds from the driver", "#e07b00", "hv"),
-        ("allocated_bytes", "allocated: blocks held by live tensors", "#1f5fbf", "hv"),
+        ("reserved_bytes", "reserved: segments the allocator holds from the driver", ORANGE, "hv"),
+        ("allocated_bytes", "allocated: blocks held by live tensors", BLUE, "hv"),
     ):
         fig.add_trace(
             go.Scatter(
@@ -505,8 +505,8 @@ def timeline(results) -> go.Figure:
     fig.update_yaxes(title_text="MiB", range=[0, top * 1.22])  # room above the lines for the phases' names
     fig.update_layout(
         height=460,
-        margin={"l": 60, "r": 20, "t": 30, "b": 60},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.2},
+        margin=margin(l=60, t=30),
+        legend=legend(-0.2),
         hovermode="x unified",
     )
     return fig

@@ -16,6 +16,8 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from coursekit.plotting import BLUE, GREEN, ORANGE, RUNS, legend, margin
+
 # torch-free: figures run at site-build time without torch
 from coursekit.stats import error_bars, paired, ratio_spread
 
@@ -25,10 +27,9 @@ VARIANT_LABELS = {
     "graph": "hand-captured (torch.cuda.graph)",
     "compiled": 'torch.compile(mode="reduce-overhead")',
 }
-COLORS = {"eager": "#e07b00", "graph": "#1f5fbf", "compiled": "#2e8b57", "floor": "grey"}
+COLORS = {"eager": ORANGE, "graph": BLUE, "compiled": GREEN, "floor": "grey"}
 BF16_MANTISSA_BITS = 7  # bf16 keeps 7 explicit mantissa bits: values in [2^e, 2^(e+1)) are 2^(e-7) apart
 MIB = 2**20
-RUNS = {"first": "nvidia-h200", "second": "nvidia-h200-rerun"}  # the two forced runs of the build
 
 
 # ---------------------------------------------------------------- helpers
@@ -396,8 +397,8 @@ def per_kernel(results) -> go.Figure:
     fig.update_yaxes(title_text="µs per kernel, wall time", row=1, col=1)
     fig.update_layout(
         height=470,
-        margin={"l": 60, "r": 10, "t": 40, "b": 40},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.22},
+        margin=margin(l=60, r=10, t=40, b=40),
+        legend=legend(-0.22),
         hovermode="closest",
     )
     return fig
@@ -439,8 +440,8 @@ def capture_cost(results) -> go.Figure:
     fig.update_yaxes(type="log", title_text="µs, host time")
     fig.update_layout(
         height=460,
-        margin={"l": 60, "r": 10, "t": 10, "b": 40},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.18},
+        margin=margin(l=60, r=10, t=10, b=40),
+        legend=legend(-0.18),
         hovermode="closest",
     )
     return fig
@@ -472,8 +473,8 @@ def pool_size(results) -> go.Figure:
     fig.update_yaxes(title_text="MiB held by the graph's pool", rangemode="tozero")
     fig.update_layout(
         height=380,
-        margin={"l": 60, "r": 10, "t": 10, "b": 40},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.22},
+        margin=margin(l=60, r=10, t=10, b=40),
+        legend=legend(-0.22),
         hovermode="closest",
     )
     return fig
@@ -537,8 +538,8 @@ def decode_tokens(results) -> go.Figure:
     fig.update_yaxes(title_text="tokens per second", row=1, col=1)
     fig.update_layout(
         height=460,
-        margin={"l": 70, "r": 10, "t": 40, "b": 40},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.12},
+        margin=margin(r=10, t=40, b=40),
+        legend=legend(-0.12),
         hovermode="closest",
         bargap=0.35,
     )

@@ -19,6 +19,7 @@ import re
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from coursekit.plotting import BLUE, GREEN, ORANGE, RED, RUN_LABELS, RUNS, legend, margin
 from coursekit.stats import error_bars, paired, summarize
 
 ORDER_LABELS = {
@@ -41,22 +42,19 @@ CONTROL_LABELS = {
     "mark_unbacked": "mark_unbacked(x, 0)",
 }
 COLORS = {
-    "ascending": "#1f5fbf",
-    "eight_first": "#e07b00",
-    "compiled": "#c0392b",
-    "static": "#1f5fbf",
-    "dynamic": "#e07b00",
-    "eager": "#e07b00",
-    "compiled_position": "#1f5fbf",
-    "past_the_limit": "#c0392b",
+    "ascending": BLUE,
+    "eight_first": ORANGE,
+    "compiled": RED,
+    "static": BLUE,
+    "dynamic": ORANGE,
+    "eager": ORANGE,
+    "compiled_position": BLUE,
+    "past_the_limit": RED,
     "exact": "#7f7f7f",
-    "pow2": "#1f5fbf",
-    "ladder": "#2e8b57",
+    "pow2": BLUE,
+    "ladder": GREEN,
     "floor": "grey",
 }
-WHISKERS = "whiskers: 10th to 90th percentile"
-RUNS = {"first": "nvidia-h200", "second": "nvidia-h200-rerun"}  # the two forced runs of the build
-RUN_LABELS = {"first": "reference run", "second": "second run"}
 
 
 # ---------------------------------------------------------------- helpers
@@ -453,13 +451,8 @@ def spikes(results) -> go.Figure:
         fig.update_yaxes(type="log", dtick=1, tickformat="~g", title_text="seconds per call (log)", row=row, col=1)
     fig.update_layout(
         height=700,
-        margin={"l": 70, "r": 20, "t": 40, "b": 40},
-        legend={
-            "orientation": "h",
-            "yanchor": "top",
-            "y": -0.1,
-            "title": {"text": "whiskers: fastest to slowest process", "side": "top"},
-        },
+        margin=margin(t=40, b=40),
+        legend=legend(-0.1, title={"text": "whiskers: fastest to slowest process", "side": "top"}),
         hovermode="closest",
     )
     return fig
@@ -532,8 +525,8 @@ def kernel_cost(results) -> go.Figure:
     fig.update_yaxes(title_text="dynamic time over static time (device)", row=1, col=1)
     fig.update_layout(
         height=460,
-        margin={"l": 70, "r": 20, "t": 40, "b": 40},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.2, "title": {"text": WHISKERS, "side": "top"}},
+        margin=margin(t=40, b=40),
+        legend=legend(-0.2, whiskers=True),
         hovermode="closest",
     )
     return fig
@@ -580,8 +573,8 @@ def limit_cost(results) -> go.Figure:
     fig.update_xaxes(title_text="position of the call")
     fig.update_layout(
         height=380,
-        margin={"l": 70, "r": 20, "t": 10, "b": 40},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.15, "title": {"text": WHISKERS, "side": "top"}},
+        margin=margin(t=10, b=40),
+        legend=legend(-0.15, whiskers=True),
         hovermode="closest",
         bargap=0.45,
     )
@@ -657,8 +650,8 @@ def bucket_tradeoff(results) -> go.Figure:
     fig.update_xaxes(title_text="way of bucketing", row=1, col=2)
     fig.update_layout(
         height=470,
-        margin={"l": 70, "r": 20, "t": 40, "b": 40},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.22, "title": {"text": WHISKERS, "side": "top"}},
+        margin=margin(t=40, b=40),
+        legend=legend(-0.22, whiskers=True),
         hovermode="closest",
         showlegend=True,
     )

@@ -19,6 +19,7 @@ import re
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from coursekit.plotting import BLUE, GREEN, ORANGE, RED, RUNS, legend, margin
 from coursekit.stats import error_bars, paired, ratio_spread, summarize
 
 SHAPES = ("mixtral", "qwen3")
@@ -38,14 +39,12 @@ ROUTE_LABELS = {
 WAY_LABELS = {"grouped_torch": "torch._grouped_mm", "triton_grouped": "the Triton kernel"}
 COLORS = {
     "dense": "grey",
-    "loop": "#e07b00",
+    "loop": ORANGE,
     "padded_bmm": "#8e44ad",
-    "grouped_torch": "#1f5fbf",
-    "triton_grouped": "#2e8b57",
+    "grouped_torch": BLUE,
+    "triton_grouped": GREEN,
 }
-ALPHA_COLORS = {0.0: "#1f5fbf", 0.25: "#2e8b57", 0.5: "#e07b00", 1.0: "#c0392b"}
-WHISKERS = "whiskers: 10th to 90th percentile"
-RUNS = {"first": "nvidia-h200", "second": "nvidia-h200-rerun"}  # the two forced runs of the build
+ALPHA_COLORS = {0.0: BLUE, 0.25: GREEN, 0.5: ORANGE, 1.0: RED}
 BF16_BYTES = 2
 TILE_ROWS = 128  # CUTLASS's row tile in torch._grouped_mm when groups average over 128 rows (GroupMM.cu)
 SYNC_MARK = "called a synchronizing"  # set_sync_debug_mode's message for a synchronizing call (not its notice)
@@ -54,9 +53,9 @@ EP_COLORS = {
     "route": "#7f8c8d",
     "permute": "#95a5a6",
     "count_exchange": "#f5b041",
-    "host_sync": "#c0392b",
-    "dispatch": "#e07b00",
-    "experts": "#1f5fbf",
+    "host_sync": RED,
+    "dispatch": ORANGE,
+    "experts": BLUE,
     "combine": "#d35400",
     "unpermute": "#5d6d7e",
 }
@@ -463,8 +462,8 @@ def load(results) -> go.Figure:
     fig.update_yaxes(type="log", row=1, col=2)
     fig.update_layout(
         height=430,
-        margin={"l": 70, "r": 20, "t": 50, "b": 60},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.2},
+        margin=margin(t=50),
+        legend=legend(-0.2),
     )
     return fig
 
@@ -501,8 +500,8 @@ def drops(results) -> go.Figure:
     fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=1, col=2)
     fig.update_layout(
         height=430,
-        margin={"l": 70, "r": 20, "t": 50, "b": 60},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.22},
+        margin=margin(t=50),
+        legend=legend(-0.22),
     )
     return fig
 
@@ -555,8 +554,8 @@ def routes(results) -> go.Figure:
     fig.update_layout(
         barmode="group",
         height=480,
-        margin={"l": 70, "r": 20, "t": 50, "b": 60},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.12, "title": {"text": WHISKERS, "side": "top"}},
+        margin=margin(t=50),
+        legend=legend(-0.12, whiskers=True),
         bargap=0.2,
     )
     return fig
@@ -573,9 +572,9 @@ def race(results) -> go.Figure:
     ]
     fig = go.Figure()
     series = (
-        ("w13", "x @ w13 (gate and up projections)", "#1f5fbf", lambda p: _gemm(p, "w13")["triton_vs_torch"]),
-        ("w2", "a @ w2 (down projection)", "#2e8b57", lambda p: _gemm(p, "w2")["triton_vs_torch"]),
-        ("both", "both GEMMs of the layer (the race)", "#e07b00", lambda p: p["layer_triton_vs_torch"]),
+        ("w13", "x @ w13 (gate and up projections)", BLUE, lambda p: _gemm(p, "w13")["triton_vs_torch"]),
+        ("w2", "a @ w2 (down projection)", GREEN, lambda p: _gemm(p, "w2")["triton_vs_torch"]),
+        ("both", "both GEMMs of the layer (the race)", ORANGE, lambda p: p["layer_triton_vs_torch"]),
     )
     for _key, name, color, pick in series:
         s = [pick(p) for p in points]
@@ -607,8 +606,8 @@ def race(results) -> go.Figure:
     fig.update_layout(
         barmode="group",
         height=480,
-        margin={"l": 70, "r": 20, "t": 20, "b": 60},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.3, "title": {"text": WHISKERS, "side": "top"}},
+        margin=margin(),
+        legend=legend(-0.3, whiskers=True),
         bargap=0.25,
     )
     return fig
@@ -656,7 +655,7 @@ def ep_phases(results) -> go.Figure:
     fig.update_layout(
         barmode="stack",
         height=480,
-        margin={"l": 10, "r": 20, "t": 20, "b": 60},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.22, "traceorder": "normal"},
+        margin=margin(l=10),
+        legend=legend(-0.22, traceorder="normal"),
     )
     return fig

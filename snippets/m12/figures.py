@@ -16,20 +16,20 @@ import re
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from coursekit.plotting import BLUE, BROWN, GREEN, ORANGE, RED, REFERENCE, RERUN, WHISKERS, legend, margin
+
 # torch-free: figures run at site-build time without torch
 from coursekit.stats import difference_spread, error_bars, paired, ratio_spread
 
-REFERENCE = "nvidia-h200"
-RERUN = "nvidia-h200-rerun"  # the second forced run of the same snippets at the same code
 MAIN = {"dtype": "float32", "vocab": 262144, "k": 50}  # the main grid: fp32, V = 2^18, k = 50
 TOPK_READS_FP32 = 5  # mbtopk reads the row once per 8-bit digit (four for 32 bits), then once to gather
 COLORS = {
-    "ours": "#1f5fbf",
-    "torch_topk": "#e07b00",
-    "torch_sort": "#8c564b",
-    "copy": "#2e8b57",
+    "ours": BLUE,
+    "torch_topk": ORANGE,
+    "torch_sort": BROWN,
+    "copy": GREEN,
     "floor": "grey",
-    "bar": "#c0392b",
+    "bar": RED,
 }
 NAMES = {
     "ours": "the course's Triton top-k",
@@ -46,7 +46,6 @@ CONFIGS = [  # (label, dtype, vocab, k): the main grid's point, then one change 
     ("k = 1", "float32", 262144, 1),
     ("k = 1,024", "float32", 262144, 1024),
 ]
-WHISKERS = "whiskers: 10th to 90th percentile"
 
 
 # ---------------------------------------------------------------- helpers
@@ -347,8 +346,8 @@ def decode_shares(results) -> go.Figure:
     fig.update_layout(
         barmode="stack",
         height=380,
-        margin={"l": 10, "r": 20, "t": 20, "b": 60},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.25},
+        margin=margin(l=10),
+        legend=legend(-0.25),
         bargap=0.3,
     )
     return fig
@@ -414,8 +413,8 @@ def batch_sweep(results) -> go.Figure:
     fig.update_yaxes(type="log", title_text=f"device time per call (µs, log scale; {WHISKERS})")
     fig.update_layout(
         height=520,
-        margin={"l": 70, "r": 20, "t": 20, "b": 60},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.18},
+        margin=margin(),
+        legend=legend(-0.18),
     )
     return fig
 
@@ -439,8 +438,8 @@ def vocab_sweep(results) -> go.Figure:
     fig.update_yaxes(title_text=f"device time per call (µs, log; {WHISKERS})", row=1, col=1)
     fig.update_layout(
         height=500,
-        margin={"l": 70, "r": 20, "t": 40, "b": 60},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.2},
+        margin=margin(t=40),
+        legend=legend(-0.2),
     )
     return fig
 
@@ -477,8 +476,8 @@ def speedups(results) -> go.Figure:
     fig.update_layout(
         barmode="group",
         height=520,
-        margin={"l": 70, "r": 20, "t": 40, "b": 60},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.3},
+        margin=margin(t=40),
+        legend=legend(-0.3),
     )
     return fig
 
@@ -511,7 +510,7 @@ def chunks(results) -> go.Figure:
     fig.update_layout(
         barmode="group",
         height=420,
-        margin={"l": 70, "r": 20, "t": 20, "b": 60},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.15},
+        margin=margin(),
+        legend=legend(-0.15),
     )
     return fig

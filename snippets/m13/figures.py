@@ -17,12 +17,11 @@ import re
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from coursekit.plotting import BLUE, GREEN, ORANGE, PURPLE, RED, REFERENCE, RERUN, RUNS, WHISKERS, legend, margin
+
 # torch-free: figures run at site-build time without torch
 from coursekit.stats import difference_spread, error_bars, paired
 
-REFERENCE = "nvidia-h200"
-RERUN = "nvidia-h200-rerun"  # the second forced run of the same snippets at the same code
-RUNS = (("first", REFERENCE), ("second", RERUN))
 GB, MIB = 1e9, 2**20
 ANNOTATION = "Optimizer.step#AdamW.step"  # the profiler's range around AdamW.step, recorded on the GPU timeline
 FUSED = re.compile(r"^triton_poi_fused_\d+$")  # the compiled decode step's per-layer kernels (no op in the name)
@@ -43,11 +42,11 @@ CLASS_LABELS = {
     "optimizer": "optimizer kernels",
 }
 CLASS_COLORS = {
-    "gemm": "#1f5fbf",
-    "attention": "#6a3d9a",
-    "memory_bound": "#e07b00",
+    "gemm": BLUE,
+    "attention": PURPLE,
+    "memory_bound": ORANGE,
     "other": "#b15928",
-    "optimizer": "#2e8b57",
+    "optimizer": GREEN,
 }
 VARIANTS = ["eager", "default", "reduce-overhead", "graph", "compiled+graph"]
 VARIANT_LABELS = {
@@ -59,17 +58,17 @@ VARIANT_LABELS = {
 }
 VARIANT_COLORS = {
     "eager": "#7f7f7f",
-    "default": "#e07b00",
-    "reduce-overhead": "#c0392b",
-    "graph": "#1f5fbf",
-    "compiled+graph": "#6a3d9a",
+    "default": ORANGE,
+    "reduce-overhead": RED,
+    "graph": BLUE,
+    "compiled+graph": PURPLE,
 }
 STRATEGY_LABELS = {
     "whole": "whole model",
     "regional": "per block (block.compile())",
     "nested": "nested_compile_region",
 }
-STRATEGY_COLORS = {"whole": "#c0392b", "regional": "#1f5fbf", "nested": "#2e8b57"}
+STRATEGY_COLORS = {"whole": RED, "regional": BLUE, "nested": GREEN}
 STRATEGY_SYMBOLS = {"whole": "circle", "regional": "square", "nested": "diamond"}  # told apart without colour
 CASES = ["cold", "triton", "triton+autotune", "all"]
 CASE_LABELS = {
@@ -78,7 +77,6 @@ CASE_LABELS = {
     "triton+autotune": "+ autotune results",
     "all": "all warm (+ FX graph, AOTAutograd)",
 }
-WHISKERS = "whiskers: 10th to 90th percentile"
 
 
 # ---------------------------------------------------------------- helpers
@@ -258,14 +256,17 @@ def both_runs(results) -> dict:
     <strategy>.<cold|warm>``, ``caches.<case>``; and ratios that compare them (``*_ratio``, lo and hi
     over the runs)."""
     out = {"train": {}, "decode": {}, "regional": {}, "caches": {}}
-    docs = {name: {run: results(f"m13/{name}", hardware=hw) for run, hw in RUNS} for name in ("train_step", "caches")}
+    docs = {
+        name: {run: results(f"m13/{name}", hardware=hw) for run, hw in RUNS.items()}
+        for name in ("train_step", "caches")
+    }
     for mode in MODES:
         out["train"][_k(mode)] = _both(
-            [_train_point(docs["train_step"][run], mode)["first_call_s"]["median"] for run, _ in RUNS]
+            [_train_point(docs["train_step"][run], mode)["first_call_s"]["median"] for run in RUNS]
         )
     # the decode snippet compiles in the default cache directory: cold only in the first run's first
     # process; its other processes, and the second run's, found the compiled graphs on disk
-    procs = [results("m13/decode_step", hardware=hw, process=i) for _, hw in RUNS for i in (1, 2, 3)]
+    procs = [results("m13/decode_step", hardware=hw, process=i) for hw in RUNS.values() for i in (1, 2, 3)]
     for batch in (1, 16):
         out["decode"][str(batch)] = {}
         for v in ("default", "reduce-overhead"):
@@ -289,21 +290,21 @@ def both_runs(results) -> dict:
                 )
                 * 1e-6
             )
-            for run, _ in RUNS
+            for run in RUNS
         ]
     )
-    regional = {run: _regional_points(results, hw) for run, hw in RUNS}
+    regional = {run: _regional_points(results, hw) for run, hw in RUNS.items()}
     for layers in (4, 16, 48):
         row = {}
         for strategy in ("whole", "regional", "nested"):
-            cases = [_case(regional[run], layers, strategy) for run, _ in RUNS]
+            cases = [_case(regional[run], layers, strategy) for run in RUNS]
             if None in cases:
                 continue
             row[strategy] = {phase: _both([c[phase]["first_call_s"] for c in cases]) for phase in ("cold", "warm")}
         ratios = [
             _case(regional[run], layers, "whole")["cold"]["first_call_s"]
             / _case(regional[run], layers, "regional")["cold"]["first_call_s"]
-            for run, _ in RUNS
+            for run in RUNS
         ]
         row["cold_ratio"] = _both(ratios)
         extra = [  # regional's warm forward minus whole's, per block (medians; host wall time)
@@ -312,7 +313,7 @@ def both_runs(results) -> dict:
                 - _case(regional[run], layers, "whole")["warm"]["forward_us"]["median"]
             )
             / layers
-            for run, _ in RUNS
+            for run in RUNS
         ]
         row["extra_per_block_us"] = _both(extra)
         out["regional"][str(layers)] = row
@@ -320,7 +321,7 @@ def both_runs(results) -> dict:
         out["caches"][_k(case)] = _both(
             [
                 next(c for c in docs["caches"][run]["cases"] if c["case"] == case)["first_call_s"]["median"]
-                for run, _ in RUNS
+                for run in RUNS
             ]
         )
     c = out["caches"]
@@ -330,7 +331,7 @@ def both_runs(results) -> dict:
         ("triton_over_autotune", "triton", "triton_autotune"),
         ("autotune_over_all", "triton_autotune", "all"),
     ):
-        c[name] = _both([c[a][run] / c[b][run] for run, _ in RUNS])
+        c[name] = _both([c[a][run] / c[b][run] for run in RUNS])
     return out
 
 
@@ -374,8 +375,8 @@ def train_classes(results) -> go.Figure:
         height=460,
         yaxis={"title": {"text": "time per training step (ms)"}, "rangemode": "tozero"},
         xaxis={"title": {"text": "variant"}},
-        margin={"l": 70, "r": 10, "t": 20, "b": 40},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.12},
+        margin=margin(r=10, b=40),
+        legend=legend(-0.12),
         hovermode="closest",
     )
     return fig
@@ -459,8 +460,8 @@ def decode_variants(results) -> go.Figure:
     fig.update_yaxes(title_text="time per decode step (µs)", row=1, col=1)
     fig.update_layout(
         height=480,
-        margin={"l": 70, "r": 10, "t": 40, "b": 60},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.2},
+        margin=margin(r=10, t=40),
+        legend=legend(-0.2),
         hovermode="closest",
         bargap=0.3,
     )
@@ -477,7 +478,7 @@ def regional_compile(results) -> go.Figure:
         subplot_titles=["first call, cold cache", "first call, warm cache", "steady forward (warm process)"],
         horizontal_spacing=0.08,
     )
-    for run, hw in RUNS:
+    for run, hw in RUNS.items():
         points = _regional_points(results, hw)
         hollow = run == "second"
         for strategy in ("whole", "regional", "nested"):
@@ -535,8 +536,8 @@ def regional_compile(results) -> go.Figure:
     fig.update_yaxes(title_text="ms per forward (" + WHISKERS + ")", row=1, col=3)
     fig.update_layout(
         height=460,
-        margin={"l": 70, "r": 10, "t": 40, "b": 50},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.2},
+        margin=margin(r=10, t=40, b=50),
+        legend=legend(-0.2),
         hovermode="closest",
     )
     return fig
@@ -546,7 +547,7 @@ def cache_layers(results) -> go.Figure:
     """The first call's seconds of a 2-layer model under max-autotune-no-cudagraphs with one more cache
     layer warm at a time; one sample per case in each run, both runs drawn."""
     fig = go.Figure()
-    for run, hw in RUNS:
+    for run, hw in RUNS.items():
         data = results("m13/caches", hardware=hw)
         cases = {c["case"]: c for c in data["cases"]}
         fig.add_trace(
@@ -554,7 +555,7 @@ def cache_layers(results) -> go.Figure:
                 x=[CASE_LABELS[c] for c in CASES],
                 y=[cases[c]["first_call_s"]["median"] for c in CASES],
                 name=f"{run} run",
-                marker={"color": "#1f5fbf" if run == "first" else "#9ecae1"},
+                marker={"color": BLUE if run == "first" else "#9ecae1"},
                 customdata=[
                     [cases[c]["gemm_autotunings"], cases[c]["fxgraph_cache_hit"], cases[c]["autograd_cache_hit"]]
                     for c in CASES
@@ -570,8 +571,8 @@ def cache_layers(results) -> go.Figure:
         height=420,
         yaxis={"title": {"text": "seconds to the first output (compile and one forward)"}, "rangemode": "tozero"},
         xaxis={"title": {"text": "cache layers warm"}},
-        margin={"l": 70, "r": 10, "t": 20, "b": 40},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.15},
+        margin=margin(r=10, b=40),
+        legend=legend(-0.15),
         hovermode="closest",
     )
     return fig

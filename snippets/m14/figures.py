@@ -14,6 +14,8 @@ torch.
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from coursekit.plotting import BLUE, BROWN, GREEN, ORANGE, RUNS, WHISKERS, legend, margin
+
 # torch-free: figures run at site-build time without torch
 from coursekit.stats import error_bars, paired
 
@@ -25,12 +27,12 @@ CONTESTANTS = {  # the offline race's contestants, in the order the figure draws
     "hf_generate_batch": "HF generate_batch (continuous batching)",
 }
 COLORS = {
-    "ours": "#1f5fbf",
+    "ours": BLUE,
     "ours_static": "#6baed6",
-    "hf_static_compile": "#e07b00",
+    "hf_static_compile": ORANGE,
     "hf_dynamic": "#f2b25c",
-    "hf_generate_batch": "#8c564b",
-    "hf_continuous": "#8c564b",
+    "hf_generate_batch": BROWN,
+    "hf_continuous": BROWN,
 }
 MODES = {
     "eager": "eager (the model, launched op by op)",
@@ -38,14 +40,13 @@ MODES = {
     "compiled_whole_graph": "compiled pieces, one graph",
     "piecewise": "compiled pieces, piecewise graphs, attention eager",
 }
-MODE_COLORS = {"eager": "#7f7f7f", "whole_graph": "#1f5fbf", "compiled_whole_graph": "#2e8b57", "piecewise": "#e07b00"}
+MODE_COLORS = {"eager": "#7f7f7f", "whole_graph": BLUE, "compiled_whole_graph": GREEN, "piecewise": ORANGE}
 SIDES = {
     "ours": "ours, continuous batching",
     "ours_static": "ours, static batching",
     "hf_continuous": "HF ContinuousBatchingManager",
 }
 SIDE_SYMBOLS = {"ours": "circle-open-dot", "ours_static": "square-open-dot", "hf_continuous": "diamond-open-dot"}
-WHISKERS = "whiskers: 10th to 90th percentile"
 NEW_TOKENS_AFTER_FIRST = 127  # TPOT's denominator: 128 new tokens, the first one excluded
 
 
@@ -225,7 +226,7 @@ def throughput(results) -> go.Figure:
     )
     fig.update_yaxes(autorange="reversed", automargin=True, title_text="contestant")
     fig.update_xaxes(type="log", title_text=f"generated tokens per second (log scale; {WHISKERS})")
-    fig.update_layout(height=340, margin={"l": 10, "r": 20, "t": 20, "b": 60}, showlegend=False)
+    fig.update_layout(height=340, margin=margin(l=10), showlegend=False)
     return fig
 
 
@@ -252,8 +253,8 @@ def decode_modes(results) -> go.Figure:
     fig.update_yaxes(type="log", title_text=f"time per decode step (µs, log scale; {WHISKERS})")
     fig.update_layout(
         height=460,
-        margin={"l": 70, "r": 20, "t": 20, "b": 60},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.18},
+        margin=margin(),
+        legend=legend(-0.18),
     )
     return fig
 
@@ -280,7 +281,7 @@ def latency(results) -> go.Figure:
                     name=label,
                     legendgroup=side,
                     showlegend=col == 1,
-                    marker={"color": COLORS.get(side, "#1f5fbf"), "size": 11, "symbol": SIDE_SYMBOLS[side]},
+                    marker={"color": COLORS.get(side, BLUE), "size": 11, "symbol": SIDE_SYMBOLS[side]},
                     hovertemplate="%{x}: %{y:.2f} ms<extra>" + label + "</extra>",
                 ),
                 row=1,
@@ -291,8 +292,8 @@ def latency(results) -> go.Figure:
     fig.update_yaxes(title_text="milliseconds, log scale; one marker per round", row=1, col=1)
     fig.update_layout(
         height=440,
-        margin={"l": 70, "r": 20, "t": 40, "b": 60},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.15},
+        margin=margin(t=40),
+        legend=legend(-0.15),
     )
     return fig
 
@@ -311,8 +312,8 @@ def buckets(results) -> go.Figure:
     pow2 = set(data["buckets"])
     replay = sorted(data["replay_us"], key=lambda r: r["batch"])
     for name, keep, color in (
-        ("vLLM's default sizes", lambda b: True, "#e07b00"),
-        ("powers of two", pow2.__contains__, "#1f5fbf"),
+        ("vLLM's default sizes", lambda b: True, ORANGE),
+        ("powers of two", pow2.__contains__, BLUE),
     ):
         pts = [r for r in replay if keep(r["batch"])]
         fig.add_trace(
@@ -348,15 +349,15 @@ def buckets(results) -> go.Figure:
     )
     for b in sorted(pow2):
         if b <= max(sizes) * 2:
-            fig.add_vline(x=b, line_dash="dot", line_color="#1f5fbf", row=1, col=2)
+            fig.add_vline(x=b, line_dash="dot", line_color=BLUE, row=1, col=2)
     fig.update_xaxes(title_text="decode batch (captured size)", row=1, col=1)
     fig.update_xaxes(title_text="real decode batch (dotted: power-of-two buckets)", row=1, col=2)
     fig.update_yaxes(title_text=f"device time per replay (µs; {WHISKERS})", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="decode steps", row=1, col=2)
     fig.update_layout(
         height=440,
-        margin={"l": 70, "r": 20, "t": 40, "b": 60},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.18},
+        margin=margin(t=40),
+        legend=legend(-0.18),
     )
     return fig
 
@@ -368,8 +369,8 @@ def attention(results) -> go.Figure:
     batches = [p["batch"] for p in points]
     fig = go.Figure()
     for name, label, color in (
-        ("triton_paged", "Triton kernel, reads blocks in place", "#1f5fbf"),
-        ("gathered_sdpa", "gather the blocks, then SDPA", "#e07b00"),
+        ("triton_paged", "Triton kernel, reads blocks in place", BLUE),
+        ("gathered_sdpa", "gather the blocks, then SDPA", ORANGE),
     ):
         s = [p["us"][name] for p in points]
         fig.add_trace(
@@ -387,8 +388,8 @@ def attention(results) -> go.Figure:
     fig.update_yaxes(type="log", title_text=f"device time per layer call (µs, log scale; {WHISKERS})")
     fig.update_layout(
         height=400,
-        margin={"l": 70, "r": 20, "t": 20, "b": 60},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.18},
+        margin=margin(),
+        legend=legend(-0.18),
     )
     return fig
 
@@ -400,7 +401,7 @@ def runs(results) -> dict:
     (its launch gaps count), and HF's manager's concurrency under Poisson arrivals (the rate times
     one request's time from arrival to last token, at the medians)."""
     out = {}
-    for run, hardware in (("first", "nvidia-h200"), ("second", "nvidia-h200-rerun")):
+    for run, hardware in RUNS.items():
         race = results("m14/race", hardware=hardware)
         attention = results("m14/attention", hardware=hardware)
         poisson = results("m14/poisson", hardware=hardware)
