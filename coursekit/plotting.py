@@ -51,3 +51,9 @@ def legend(y: float = -0.2, whiskers: bool = False, **extra) -> dict:
 def margin(l: int = 70, r: int = 20, t: int = 20, b: int = 60) -> dict:  # noqa: E741 (plotly's names)
     """Plot margins in pixels: room for a y-axis title (left) and the legend (below)."""
     return {"l": l, "r": r, "t": t, "b": b}
+
+
+def number(value: float) -> str:
+    """A measured number in a legend or label: whole, with thousands separators, from 100 up; three
+    significant digits below (a CPU's 0.018 GB/s is not "0 GB/s")."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"

@@ -286,3 +286,29 @@ def test_plotting_legend_and_margin():
     assert legend(-0.3) == {"orientation": "h", "yanchor": "top", "y": -0.3}
     assert legend(whiskers=True, x=0)["title"] == {"text": WHISKERS, "side": "top"} and legend(x=0)["x"] == 0
     assert margin(l=10, b=110) == {"l": 10, "r": 20, "t": 20, "b": 110}
+
+
+# ---------------------------------------------------------------- another set at other sizes
+
+
+def test_another_sets_number_keeps_its_significant_digits(reference):
+    """A CPU's few GB/s under the page's ``,.0f`` (written for an H200's thousands) is not "0": the
+    swapped-in text keeps two significant digits; the page's own number keeps the page's format."""
+    md, _ = preprocessor()
+    html = md.convert("moves {{ m07/vector_add:triton[block_size=1024,num_warps=4].GBps | ,.0f }} GB/s")
+    values = json.loads(re.search(r"data-hw='([^']*)'", html)[1])
+    assert set(values) >= {"cpu-small", "nvidia-h200-rerun"}
+    assert re.search(r"[1-9]", values["cpu-small"]), values
+    assert re.fullmatch(r"\d,\d{3}", values["nvidia-h200-rerun"]) and re.search(r">\d,\d{3}<", html)
+    marker = json.loads(re.search(r"data-hw-sets='([^']*)'", md.convert("{{ m07/vector_add:copy.GBps | ,.0f }}"))[1])
+    assert marker["other_sizes"] == ["cpu-small"]
+
+
+def test_a_figure_legend_keeps_a_small_sets_digits():
+    from coursekit import figdata
+    from coursekit.plotting import number
+
+    assert (number(4366.2), number(27.44), number(0.01812)) == ("4,366", "27.4", "0.0181")
+    fig, _ = figdata.draw("m07/matmul_steps", "cpu-small")
+    names = [t.name for t in fig.data if t.name and "ceiling" in t.name]
+    assert names and not [n for n in names if re.search(r"(?<![\d.])0 TFLOP/s", n)], names

@@ -49,6 +49,8 @@ def set_marker(ctx: PageContext) -> str:
         "sets": [[hw, store.set_label(hw, ctx.results_dir)] for hw in sets],
         "page": ctx.hardware,
         "reference": store.REFERENCE_HARDWARE,
+        # sets measured at other sizes (a CPU set's small ones): never drawn on the reference's axes
+        "other_sizes": [hw for hw in sets if store.is_cpu_set(hw)],
     }
     return ctx.page.stash(f'<div class="hw-sets" hidden{json_attr("data-hw-sets", marker)}></div>')
 

@@ -35,9 +35,19 @@ def format_number(ctx: PageContext, value, spec: str, placeholder: str, what: st
             spec = spec[scale.end() :]
         if isinstance(value, float) and spec.endswith("d"):
             value = round(value)
-        return format(value, spec)
+        return significant(ctx, value, spec, format(value, spec))
     except (ValueError, TypeError, ZeroDivisionError) as exc:
         ctx.fail(placeholder, f"format {spec!r} does not apply to {what}: {exc}")
+
+
+def significant(ctx: PageContext, value, spec: str, text: str) -> str:
+    """Another set's number that the page's fixed-point format rounds to nothing (a CPU's "0 GB/s"
+    where the reference's format expects thousands) keeps two significant digits."""
+    if ctx.quiet and value and not re.search(r"[1-9]", text) and re.search(r"\.\d+%?$|[fd%]$", spec):
+        if spec.endswith("%"):
+            return format(value * 100, ".2g") + "%"
+        return format(value, ",.2g" if "," in spec else ".2g")
+    return text
 
 
 def _computable(ctx: PageContext, key: str) -> bool:

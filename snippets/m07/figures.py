@@ -9,7 +9,7 @@ step, a config field or a compiled fact added to a snippet shows up without a ch
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from coursekit.plotting import BLUE, GREEN, ORANGE, legend, margin
+from coursekit.plotting import BLUE, GREEN, ORANGE, legend, margin, number
 
 # torch-free: figures run at site-build time without torch
 from coursekit.stats import (
@@ -126,7 +126,7 @@ def vector_add_roofline(results) -> go.Figure:
                 y=[names[0], names[-1]],
                 mode="lines",
                 line={"dash": dash, "color": color, "width": 2},
-                name=f"{text}: {value:,.0f} GB/s",
+                name=f"{text}: {number(value)} GB/s",
                 hoverinfo="skip",
             )
         )
@@ -248,7 +248,7 @@ def softmax_bandwidth(results) -> go.Figure:
                 y=[ceiling, ceiling],
                 mode="lines",
                 line={"dash": "dot", "color": "grey"},
-                name=f"copy ceiling: {ceiling:,.0f} GB/s",
+                name=f"copy ceiling: {number(ceiling)} GB/s",
                 legendgroup="ceiling",
                 showlegend=col == 1,
                 hoverinfo="skip",
@@ -424,7 +424,7 @@ def matmul_steps(results) -> go.Figure:
                     name=text,
                     legendgroup=text,
                     showlegend=col == 1,
-                    hovertemplate=f"{text}: {value:.0f} TFLOP/s<extra></extra>",
+                    hovertemplate=f"{text}: {number(value)} TFLOP/s<extra></extra>",
                 ),
                 row=1,
                 col=col,
@@ -435,7 +435,7 @@ def matmul_steps(results) -> go.Figure:
                 y=[ceiling, ceiling],
                 mode="lines",
                 line={"dash": "dot", "color": "grey"},
-                name=f"GEMM ceiling (methodology): {ceiling:.0f} TFLOP/s",
+                name=f"GEMM ceiling (methodology): {number(ceiling)} TFLOP/s",
                 legendgroup="ceiling",
                 showlegend=col == 1,
                 hoverinfo="skip",
