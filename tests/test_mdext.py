@@ -419,6 +419,7 @@ def test_a_value_carries_its_text_on_every_set_that_measured_it(site):
             ],
             "page": "nvidia-h200",
             "reference": "nvidia-h200",
+            "other_sizes": ["cpu-small"],
         }
     ]
 
