@@ -4,12 +4,13 @@ stored results alone (coursekit/scoreboard.py computes each race's ratio, as the
 import plotly.graph_objects as go
 
 from coursekit import scoreboard
+from coursekit.plotting import GREEN, ORANGE, legend
 
 # how a race stands against its target, as the data say: its 10th percentile clears the target
 # too, only its median does (the target lies inside the noise), or its median misses it
 VERDICTS = [
-    ("met", "met, beyond the noise", "circle", "#2e8b57"),
-    ("noise", "met on the median, inside the noise", "diamond-open", "#e07b00"),
+    ("met", "met, beyond the noise", "circle", GREEN),
+    ("noise", "met on the median, inside the noise", "diamond-open", ORANGE),
     ("missed", "missed", "x", "#c62828"),
 ]
 CHAPTER_NAMES = {"07": "07 Triton", "11": "11 MoE", "12": "12 top-k", "14": "14 server"}
@@ -83,5 +84,5 @@ def races(results) -> go.Figure:
     fig.add_hline(y=1, line={"dash": "dash", "width": 1})
     fig.update_xaxes(title_text="race, by chapter", tickvals=ticks, ticktext=names, showgrid=False, zeroline=False)
     fig.update_yaxes(type="log", title_text="ratio over its target (theirs / ours / target, log scale)")
-    fig.update_layout(height=440, legend={"orientation": "h", "yanchor": "top", "y": -0.2}, margin={"t": 20})
+    fig.update_layout(height=440, legend=legend(-0.2), margin={"t": 20})
     return fig
