@@ -443,8 +443,44 @@
       return d;
     }
     if (!d.sets[selected]) return d;  // this figure has no data of the selected set: the page's own
-    d.key = selected === ref || (own !== ref && !d.sets[ref]) ? selected : selected + " over " + ref;
+    // a set measured at other sizes is drawn alone, on its own axes (setsAt below)
+    d.key = selected === ref || setsAt(selected).otherSizes || (own !== ref && !d.sets[ref])
+      ? selected : selected + " over " + ref;
     return d;
+  }
+
+  // ------------------------------------------------------------------ what the selected set can show
+  // The page's set marker (hardware.js reads it too): each set's label, and the sets measured at
+  // other sizes (a CPU's small ones), whose numbers share no axis with the reference's.
+  function setsAt(hw) {
+    var marker = document.querySelector(".hw-sets[data-hw-sets]"), info = null;
+    try { info = marker && JSON.parse(marker.getAttribute("data-hw-sets")); } catch (err) { info = null; }
+    var label = hw;
+    ((info && info.sets) || []).forEach(function (s) { if (s[0] === hw) label = s[1]; });
+    return { label: label, otherSizes: !!(info && (info.other_sizes || []).indexOf(hw) >= 0) };
+  }
+
+  // The figure's provenance line follows what is drawn: the selected set's own figure says whose
+  // results it is drawn from (and, at other sizes, that its numbers do not compare with the
+  // reference's); a figure the selected set has no data for says it shows the page's set.
+  function followProvenance(el, d) {
+    var line = el.parentNode && el.parentNode.querySelector(".provenance-line");
+    if (!line) return;
+    if (line._courseOriginal === undefined) line._courseOriginal = line.innerHTML;
+    var note = "";
+    if (d.selected && d.selected !== d.own) {
+      var sel = setsAt(d.selected), own = setsAt(d.own);
+      if (d.key === d.selected) {
+        note = "Drawn from the results measured on " + sel.label +
+          (sel.otherSizes ? ", at its own sizes: its numbers do not compare with those of " + own.label + "." : ".");
+      } else if (d.key === d.selected + " over " + d.ref) {
+        note = "Solid: measured on " + sel.label + "; dashed: " + setsAt(d.ref).label + ".";
+      } else if (d.key === d.own) {
+        note = sel.label + " has no results for this figure: it shows " + own.label + "'s.";
+      }
+    }
+    if (!note) { line.innerHTML = line._courseOriginal; return; }
+    line.textContent = note;
   }
 
   // the spec to draw: the page's own, or the selected hardware set's solid over the reference's dashed
@@ -567,6 +603,7 @@
     try {
       var p = palette();
       var spec = chosenSpec(el, JSON.parse(el.getAttribute("data-plotly")), p);
+      followProvenance(el, decide(el));
       var width = el.clientWidth || (el.parentNode && el.parentNode.clientWidth) || 688;
       var narrow = width < NARROW;
       var data = themedData(spec.data, p, width);

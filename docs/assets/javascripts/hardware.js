@@ -70,11 +70,22 @@
     });
   }
 
+  // A claim the selected set does not bear out gets one mark per paragraph (or list item): the
+  // first on the page says so in full, the others in three words; the claim itself is the mark's
+  // title. A page's marks never repeat the sentence.
   function showClaims(info, hw) {
+    var shown = [], first = true;
     document.querySelectorAll("[data-hw-fails]").forEach(function (el) {
       var fails = el.getAttribute("data-hw-fails").split(/\s+/).indexOf(hw) >= 0;
-      var text = fails
-        ? "[on " + info.labels[hw] + " the measurement does not bear out the claim next to this mark]" : "";
+      var block = el.closest("p, li, td, .admonition, details") || el.parentNode;
+      if (fails && shown.indexOf(block) >= 0) fails = false;  // this paragraph is marked already
+      var text = "";
+      if (fails) {
+        shown.push(block);
+        text = first ? "[not borne out on " + info.labels[hw] + ": a claim of this paragraph fails on its measurements]"
+          : "[not borne out]";
+        first = false;
+      }
       if (el.hidden === !fails && el.textContent === text) return;  // unchanged: no write
       el.hidden = !fails;
       el.textContent = text;
@@ -89,9 +100,11 @@
     if (sel) sel.value = hw;
     var note = document.getElementById("hw-note");
     if (note) {
-      note.textContent = hw === info.page ? "" : "The text was written for " + info.labels[info.page] +
-        "; a tinted number is " + info.labels[hw] + "'s own, a number in grey with a dashed underline was not " +
-        "measured on it (the " + info.labels[info.reference] + " value).";
+      // one line, also on a phone (course.css): the rest in its title
+      note.textContent = hw === info.page ? "" : "Tinted: measured on " + info.labels[hw] + ". Grey, dashed: not measured there.";
+      note.title = hw === info.page ? "" : "The words were written for " + info.labels[info.page] + "'s numbers. A tinted " +
+        "number was measured on " + info.labels[hw] + "; a grey number with a dashed underline was not, and shows " +
+        info.labels[info.reference] + "'s. A claim its numbers do not bear out is marked.";
     }
     if (store) remember(hw);
     document.documentElement.setAttribute("data-course-hardware", hw);
