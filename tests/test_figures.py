@@ -312,3 +312,12 @@ def test_a_figure_legend_keeps_a_small_sets_digits():
     fig, _ = figdata.draw("m07/matmul_steps", "cpu-small")
     names = [t.name for t in fig.data if t.name and "ceiling" in t.name]
     assert names and not [n for n in names if re.search(r"(?<![\d.])0 TFLOP/s", n)], names
+
+
+def test_a_cpu_sets_zero_for_what_it_cannot_measure_is_not_shown_as_its_number():
+    """The GPU's idle share of a training step is 0 on a CPU (there is no GPU): the CPU set shows
+    the reference's value as not measured there, not "0.0%"."""
+    md, _ = preprocessor()
+    html = md.convert("{{ m13/train_step:points[mode=eager].profile.idle_share | .1% }}")
+    (values,) = [json.loads(v) for v in re.findall(r"data-hw='([^']*)'", html)]
+    assert "cpu-small" not in values and re.search(r"[1-9]", values["nvidia-h200-rerun"])

@@ -120,9 +120,16 @@ def value(ctx: PageContext, ref: ValueRef, placeholder: str) -> str:
     text, doc, notes = ctx.own_or_reference(lambda c: value_text(c, ref, placeholder))
     values = {}
     for hw, (text_there, doc_there, _) in ctx.per_set(lambda c: value_text(c, ref, placeholder)).items():
-        if doc_there["hardware"] == hw:  # measured there, not borrowed from the reference
-            values[hw] = text_there
+        if doc_there["hardware"] == hw and not _nothing_there(hw, text, text_there):
+            values[hw] = text_there  # measured there, not borrowed from the reference
     return ctx.page.stash(markup.with_sets(ctx, markup.measured_span(ctx, text, doc, notes), values))
+
+
+def _nothing_there(hw: str, text: str, text_there: str) -> bool:
+    """A CPU set's exact zero where the page's set measured something (a GPU's idle share, its
+    kernel time): what a CPU cannot measure, shown as not measured there, never as "0"."""
+    zero = re.search(r"\d", text_there) and not re.search(r"[1-9]", text_there)
+    return bool(store.is_cpu_set(hw) and zero and re.search(r"[1-9]", text))
 
 
 def _node(ctx: PageContext, ref: ValueRef, placeholder: str) -> tuple[object, dict, list]:
