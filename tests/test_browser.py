@@ -620,12 +620,21 @@ def test_hardware_selector_switches_numbers_claims_and_figures_and_survives_navi
     assert "fallback" in page.locator("#__hwBorrowed").get_attribute("class")
     assert "other-set" in page.locator("#__hwOwn").get_attribute("class"), "another set's number is not marked"
     assert claim.is_visible() and "CPU, small sizes" in claim.inner_text()
+    # measured at other sizes: each figure the CPU set has data for is its own, alone on its axes,
+    # and its provenance line says so; none is drawn over the reference's
     page.wait_for_function(
         """cpu => [...document.querySelectorAll('.course-plot')]
-        .some(p => p.getAttribute('data-drawn-hardware') === cpu + ' over nvidia-h200')""",
+        .some(p => p.getAttribute('data-drawn-hardware') === cpu)""",
         arg=CPU_SET,
         timeout=20000,
     )
+    drawn = page.evaluate(
+        """() => [...document.querySelectorAll('.course-plot')].map(p => [p.getAttribute('data-drawn-hardware'),
+        p.parentNode.querySelector('.provenance-line').textContent])"""
+    )
+    assert not [d for d, _ in drawn if d and " over " in d], "a CPU set's traces drawn over the reference's"
+    assert all("CPU, small sizes" in line for d, line in drawn if d == CPU_SET), drawn
+    assert page.locator("#hw-note").evaluate("e => e.getClientRects().length === 1 && e.title.length > 0")
 
     before = figure_ids(page)
     page.evaluate("() => { window.__sameDocument = true; }")
