@@ -7,10 +7,11 @@ the work, and the arguments. What an entry depends on but could not know beforeh
 a ``figures.py`` function read, the keys it listed) is stored with the entry and checked again on
 a hit; anything that differs is a miss, and the work runs again. Errors are never cached.
 
-Used for: a ``figures.py`` call (a figure's JSON or a computed value, per hardware set and
-process: coursekit/page/figures.py) and a snippet's download (coursekit/deps.py's ``standalone``,
-which the plugin writes and the chapter box reads). mkdocs-jupyter keeps its own cache of the
-rendered notebooks, keyed by each notebook's content, in ``.cache/mkdocs-jupyter/``.
+Used for: a filled page (coursekit/page/pagecache.py), a ``figures.py`` call (a figure's JSON or a
+computed value, per hardware set and process: coursekit/page/figures.py) and a snippet's download
+(coursekit/deps.py's ``standalone``, which the plugin writes and the chapter box reads).
+mkdocs-jupyter keeps its own cache of the rendered notebooks, keyed by each notebook's content, in
+``.cache/mkdocs-jupyter/``.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ from markdown import Extension
 from markdown.preprocessors import Preprocessor
 
 from coursekit import results as store
-from coursekit.page import figures, grammar, markup
+from coursekit.page import figures, grammar, markup, pagecache
 from coursekit.page.context import MissingValue, Page, PageContext, PlaceholderError, ordered_sets
 from coursekit.page.grammar import PLACEHOLDER, SPACED_BRACES
 from coursekit.page.kinds import KINDS
@@ -133,6 +133,24 @@ class ResultsPreprocessor(Preprocessor):
     figure_json = staticmethod(figures.figure_json)
 
     def run(self, lines):
+        page = self.context().page
+        where = (
+            str(page.path()),
+            page.url_prefix(),
+            self.hardware,
+            *map(str, (self.results_dir, self.snippets_dir, self.docs_dir)),
+        )
+        k = pagecache.key(lines, where, pagecache.world(self.results_dir, self.snippets_dir, self.docs_dir))
+        kept = pagecache.replay(k, self.md)
+        if kept is not None:
+            return kept
+        start = self.md.htmlStash.html_counter
+        out = self.fill_page(lines)
+        pagecache.keep(k, self.md, out, self.memo_reads, start)
+        return out
+
+    def fill_page(self, lines):
+        """Every placeholder of the page filled, its set marker added where it shows measured data."""
         ctx = self.context()
         out = []
         for ctx.page.line, (line, code) in enumerate(zip(lines, grammar.fenced(lines)), 1):
@@ -143,6 +161,7 @@ class ResultsPreprocessor(Preprocessor):
             out.append(line)
         if ctx.page.switchable:  # a page that shows something measured: hardware.js builds its set selector
             out += ["", markup.set_marker(ctx)]  # a block of its own (a trailing "" would put it in a <p>)
+        self.memo_reads = ctx.page.memo.get("reads", set())
         return out
 
 

@@ -276,3 +276,19 @@ def test_a_result_nested_too_deep_is_a_clear_error_naming_the_file(site):
     bad["data"]["deep"] = node
     path.write_text(json.dumps(bad))
     fails(site, "{{ mx/a:fast | .1f }}", re.escape(str(path.resolve())) + ".*nested")
+
+
+def test_a_kept_page_is_refilled_when_what_it_reads_changes(site, tmp_path, monkeypatch):
+    """pagecache: the same text over the same results gives the same page from the cache; a changed
+    result, or a changed page that a reading time reads, refills it."""
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "cache"))
+    (site / "docs" / "other.md").write_text("# Other\n\n" + "word " * 150 + "\n")
+    text = "{{ mx/a:fast | .1f }} and {{ reading-time other.md }}"
+    first = convert(site, text)
+    assert ">10.0<" in first and ">1 min<" in first
+    assert list((tmp_path / "cache" / "pages").glob("*.pickle"))
+    assert convert(site, text) == first  # kept
+    add_set(site, "nvidia-h200", fast=summary(7.0, 6.0, 8.0), slow=summary(20.0, 19.0, 21.0))
+    assert ">7.0<" in convert(site, text)
+    (site / "docs" / "other.md").write_text("# Other\n\n" + "word " * 450 + "\n")
+    assert ">3 min<" in convert(site, text)

@@ -177,6 +177,7 @@ def page_file(ctx: PageContext, page: str, placeholder: str) -> Path:
         ctx.fail(placeholder, f"{page!r} is not a page under {ctx.docs_dir}: name it relative to docs/")
     if not path.is_file():
         ctx.fail(placeholder, f"no page {ctx.docs_dir / page}")
+    ctx.page.memo.setdefault("reads", set()).add(path)  # what a kept page depends on (pagecache)
     return path
 
 
