@@ -163,6 +163,20 @@ RULES: list[tuple[str, re.Pattern]] = [
     ("ratio", re.compile(rf"(?<!\w)(?P<unit>{_SPED_UP}{WS}(?i:by))(?:{WS}{_HEDGE})?{WS}(?P<sep>)[~≈]?{NUMBER}")),
     ("ratio", re.compile(rf"{NUMBER}{SEP}(?P<unit>(?i:speed[-\u2010\u2011 ]?up|slow[-\u2010\u2011 ]?down))(?![\w-])")),
     ("ratio", re.compile(rf"(?<![\w-])(?P<num>{_WORD_RATIO})(?P<sep>{WS})(?P<unit>{_SPEED_COMPARISON})(?![\w-])")),
+    # a number in words with a unit of time, a per cent or a fold: "five microseconds", "twelve-fold"
+    (
+        "time",
+        re.compile(
+            rf"{_WORDS_BEFORE}(?P<num>{_NUMBER_WORD})(?P<sep>{WS}[-\u2010\u2011]?{WS})(?P<unit>{_TIME_WORDS})(?!\w)"
+        ),
+    ),
+    ("percent", re.compile(rf"{_WORDS_BEFORE}(?P<num>{_NUMBER_WORD})(?P<sep>{WS})(?P<unit>{PERCENT})")),
+    (
+        "ratio",
+        re.compile(
+            rf"{_WORDS_BEFORE}(?P<num>{_NUMBER_WORD})(?P<sep>{WS}[-\u2010\u2011]?{WS})(?P<unit>(?i:fold))(?!\w)"
+        ),
+    ),
     ("rate", re.compile(rf"{NUMBER}{SEP}(?P<unit>{RATE_SLASH})(?!\w)")),
     ("rate", re.compile(rf"{NUMBER}{SEP}(?P<unit>{RATE_COMPACT})(?!\w)")),
     (

@@ -183,6 +183,14 @@ CAUGHT = [
     ("double the throughput", "double the throughput"),
     ("triple the time", "triple the time"),
     ("twice\nas fast", "twice as fast"),
+    # numbers in words (one to ninety-nine) with a unit of time, a per cent, a fold or a speed comparison
+    ("a launch costs five microseconds", "five microseconds"),
+    ("it is twelve times faster", "twelve times faster"),
+    ("twenty-five percent of the step", "twenty-five percent"),
+    ("about one per cent", "one per cent"),
+    ("a twelve-fold gap", "twelve-fold"),
+    ("Thirty-two seconds later", "Thirty-two seconds"),
+    ("eleven milliseconds", "eleven milliseconds"),
     # rates
     ("reaches 4,273 GB/s", "4,273 GB/s"),
     ("reaches 4.8 TB/s", "4.8 TB/s"),
@@ -369,8 +377,6 @@ ALLOWED = [
     '<span title="{{ m:x | .1f }} ms">',
     '<span class="constant" title="7 ms">600 s</span>',
     '[the kernel](#k "the graph kernel")',
-    "two microseconds",
-    "ten per cent",
     "a few hundred nanoseconds",
     "`2 ms` in code",
     "``a ` 2 ms`` in code",
