@@ -396,7 +396,7 @@ def batch_sweep(results) -> go.Figure:
     batches = [p["batch"] for p in points]
     fig = go.Figure()
     _time_traces(fig, points, batches, [_floor_us(p["logits_bytes"], copy_GBps) for p in points])
-    bars = sorted((int(b), us) for b, us in race["bars_us"].items())
+    bars = sorted((int(b), us) for b, us in race["targets_us"].items())
     fig.add_trace(
         go.Scatter(
             x=[b for b, _ in bars],
