@@ -36,8 +36,10 @@ def main(argv: list[str]) -> int:
             f"{b.minutes:5.1f}" + (f"   misses: {'; '.join(misses)}" if misses else "   ok")
         )
     limits = ", ".join(f"{k} {op} {v}" for k, (op, v) in teaching.BARS.items())
-    print(f"bars: {limits} (reading time: {teaching.WORDS_PER_MINUTE} words a minute, "
-          f"{teaching.SECONDS_PER_VISUAL} s per figure or diagram)")
+    print(
+        f"bars: {limits} (reading time: {teaching.WORDS_PER_MINUTE} words a minute, "
+        f"{teaching.SECONDS_PER_VISUAL} s per figure or diagram)"
+    )
     return 1 if (named and failed) else 0
 
 

@@ -43,9 +43,7 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 
 def chapters(site: Path) -> list[str]:
     """Every chapter of the built site (part-x/NN-name/), in order."""
-    return sorted(
-        f"{p.parent.relative_to(site)}/" for p in site.glob("part-*/[0-9][0-9]-*/index.html")
-    )
+    return sorted(f"{p.parent.relative_to(site)}/" for p in site.glob("part-*/[0-9][0-9]-*/index.html"))
 
 
 def load_ms(browser, url: str, throttle: float) -> dict:
@@ -67,7 +65,9 @@ def load_ms(browser, url: str, throttle: float) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("site", type=Path, help="a built site (mkdocs build -d SITE)")
-    parser.add_argument("--pages", nargs="*", help="pages to time, as URLs under the site root (default: every chapter)")
+    parser.add_argument(
+        "--pages", nargs="*", help="pages to time, as URLs under the site root (default: every chapter)"
+    )
     parser.add_argument("--reps", type=int, default=3, help="visits of each page (default 3)")
     parser.add_argument("--throttle", type=float, default=4.0, help="CPU slow-down factor (default 4)")
     parser.add_argument("--chromium", default="/usr/bin/chromium")
@@ -115,8 +115,10 @@ def main() -> int:
     def median(page, key):
         return statistics.median(t[key] for t in times[page])
 
-    print(f"390x844, DPR 2, touch, CPU throttled {args.throttle:g}x; medians of {args.reps} visits of each page, "
-          "each with an empty cache, each after a visit of the glossary")
+    print(
+        f"390x844, DPR 2, touch, CPU throttled {args.throttle:g}x; medians of {args.reps} visits of each page, "
+        "each with an empty cache, each after a visit of the glossary"
+    )
     print(f"{'page':<40} {'DOMContentLoaded':>17} {'load':>9} {'load / glossary':>16}")
     for page in times:
         ratio = statistics.median(ratios[page]) if page in ratios else 1.0

@@ -275,7 +275,8 @@ def test_plotly_and_figures_wait_for_the_load_event_and_the_viewport(page, serve
         const plots = [...document.querySelectorAll('.course-plot')];
         const last = plots[plots.length - 1];
         return {load: nav.loadEventStart, plotly: plotly.map(r => r.startTime), n: plots.length,
-                lastBelow: last.getBoundingClientRect().top - innerHeight, lastDrawn: !!last.querySelector('.main-svg')};
+                lastBelow: last.getBoundingClientRect().top - innerHeight,
+                lastDrawn: !!last.querySelector('.main-svg')};
     }"""
     before = page.evaluate(state)
     assert before["n"] > 1 and before["lastBelow"] > 2000, f"page 02's last figure is not far below: {before}"

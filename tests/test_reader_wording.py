@@ -36,7 +36,9 @@ INTERNAL = [
 BAR = re.compile(r"\bbars?\b", re.I)
 BAR_AS_TARGET = re.compile(r"\b(?:meets?|met|miss(?:es|ed)?|set|asks?|parity|verdict|scoreboard's)\b", re.I)
 BAR_AS_LABEL = re.compile(r"bars?\s*(?::|\((?:µs|us)\)|$)", re.I)
-BAR_OF_A_CHART = re.compile(r"\b(?:error|mode|progress|scroll|stacked|colou?red) bars?\b|\bbar (?:chart|graph|plot)s?\b", re.I)
+BAR_OF_A_CHART = re.compile(
+    r"\b(?:error|mode|progress|scroll|stacked|colou?red) bars?\b|\bbar (?:chart|graph|plot)s?\b", re.I
+)
 ALLOWED = re.compile(r"\bGitHub issues?\b", re.I)
 
 HOVER_ATTRS = ("title", "aria-label", "alt", "placeholder", "aria-description")
@@ -147,7 +149,14 @@ def test_the_wording_check_catches_each_kind_and_spares_legitimate_uses():
     <table><thead><tr><th>Bar</th></tr></thead></table>"""
     found = page_problems(page)
     kinds = [p.split(" (")[0] for p in found]
-    for kind in ("an issue", "a review", "the outline", "the seed or syllabus", "the build's code", "a provenance field"):
+    for kind in (
+        "an issue",
+        "a review",
+        "the outline",
+        "the seed or syllabus",
+        "the build's code",
+        "a provenance field",
+    ):
         assert kind in kinds, (kind, found)
     bars = [p for p in found if p.startswith('"bar" for a target')]
     # "the issue's bar", "its bar", the figure's "the bar:", the header "Bar"; not the chart's bars

@@ -80,7 +80,7 @@ def test_the_counter_reads_only_the_main_line():
 
 
 def test_an_expanded_box_is_main_line():
-    open_box = "???+ note \"Open\"\n    Four words in here.\n"
+    open_box = '???+ note "Open"\n    Four words in here.\n'
     closed = open_box.replace("???+", "???")
     assert teaching.measure(open_box).words == teaching.measure(closed).words + 5
     assert teaching.measure(closed).collapsed_words == 5
@@ -139,8 +139,10 @@ def diagram_problems(block: str) -> list[str]:
         (r"<image\b", "an embedded image"),
         (r"(?:href|src)=\"(?:https?:)?//", "an outside reference"),
         (r"@import|@font-face", "a font or stylesheet fetched"),
-        (r"(?:fill|stroke|color)\s*[:=]\s*\"?\s*(?:#[0-9a-fA-F]{3,8}|rgb|hsl|black|white|red|blue|green|gray|grey)",
-         "a typed colour (use the classes in course.css, currentColor or var(--...))"),
+        (
+            r"(?:fill|stroke|color)\s*[:=]\s*\"?\s*(?:#[0-9a-fA-F]{3,8}|rgb|hsl|black|white|red|blue|green|gray|grey)",
+            "a typed colour (use the classes in course.css, currentColor or var(--...))",
+        ),
     ]:
         if re.search(bad, block):
             problems.append(f"{why} in the diagram")
@@ -171,6 +173,6 @@ def test_the_diagram_check_catches():
     assert diagram_problems(good) == []
     assert diagram_problems(good.replace('class="box"', 'fill="#ff0000"'))
     assert diagram_problems(good.replace("0 0 360 200", "0 0 900 200"))
-    assert diagram_problems(good.replace("<text x=\"1\" y=\"2\">Words</text>", "<path d='M0 0'/>"))
+    assert diagram_problems(good.replace('<text x="1" y="2">Words</text>', "<path d='M0 0'/>"))
     assert diagram_problems(good.replace("Diagram 1. Python runs beside the GPU, one launch per op.", "A picture"))
-    assert diagram_problems(good.replace("<rect", '<script>x</script><rect'))
+    assert diagram_problems(good.replace("<rect", "<script>x</script><rect"))

@@ -164,9 +164,7 @@ def gpu_parts(run, steps: int) -> dict:
     events = prof.events()
     marks = sorted(e.time_range.start for e in events if e.name == mark and e.device_type == DeviceType.CPU)
     gpu = sorted(
-        (e.time_range.start, e.time_range.end)
-        for e in events
-        if e.device_type == DeviceType.CUDA and e.name != mark
+        (e.time_range.start, e.time_range.end) for e in events if e.device_type == DeviceType.CUDA and e.name != mark
     )
     busy, end = 0.0, float("-inf")
     for start, stop in gpu:  # the union of the intervals
