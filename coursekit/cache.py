@@ -72,7 +72,9 @@ def get(kind: str, k: str):
         return None
     path = directory() / kind / f"{k}.pickle"
     try:
-        return pickle.loads(path.read_bytes())
+        value = pickle.loads(path.read_bytes())
+        os.utime(path)  # used: prune() keeps it
+        return value
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, ValueError):
         return None
 
@@ -104,3 +106,22 @@ def standalone(snippet: Path) -> str:
         text = deps.standalone(snippet)
         put("standalone", k, text)
     return text
+
+
+KEEP_DAYS = 14
+
+
+def prune(days: float = KEEP_DAYS) -> int:
+    """Remove entries no build has used for ``days`` (every hit and write renews an entry): the
+    cache holds what recent builds used, not every version of every page. Returns how many went."""
+    import time
+
+    cutoff, gone = time.time() - days * 86400, 0
+    for path in directory().glob("*/*.pickle") if enabled() else []:
+        try:
+            if path.stat().st_mtime < cutoff:
+                path.unlink()
+                gone += 1
+        except OSError:
+            continue
+    return gone

@@ -124,6 +124,10 @@ class CoursePlugin(BasePlugin):
                 files.append(File.generated(config, f"{DOWNLOADS}/data/{rel}", content=result.read_bytes()))
         return files
 
+    def on_post_build(self, config):
+        """The build's cache keeps what recent builds used (coursekit/cache.py)."""
+        cache.prune()
+
     def on_page_markdown(self, markdown, page, config, files):
         """``{{ repo-url }}`` on a page is the configured repository (``repo_url``, ``REPO_URL`` for a
         fork), so that a clone command names the repository the site was built from."""

@@ -292,3 +292,18 @@ def test_a_kept_page_is_refilled_when_what_it_reads_changes(site, tmp_path, monk
     assert ">7.0<" in convert(site, text)
     (site / "docs" / "other.md").write_text("# Other\n\n" + "word " * 450 + "\n")
     assert ">3 min<" in convert(site, text)
+
+
+def test_the_cache_forgets_what_no_recent_build_used(tmp_path, monkeypatch):
+    import os
+    import time
+
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    cache.put("pages", "old", [1])
+    cache.put("pages", "used", [2])
+    month_ago = time.time() - 30 * 86400
+    for name in ("old", "used"):
+        os.utime(tmp_path / "pages" / f"{name}.pickle", (month_ago, month_ago))
+    assert cache.get("pages", "used") == [2]  # a hit renews it
+    assert cache.prune() == 1
+    assert cache.get("pages", "old") is None and cache.get("pages", "used") == [2]
