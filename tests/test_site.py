@@ -329,6 +329,9 @@ def test_another_hardware_falls_back_to_reference_numbers_visibly(tmp_path):
     doc["provenance"]["gpu"] = "Other GPU"
     (results / "other-gpu" / "methodology").mkdir(parents=True)
     (results / "other-gpu" / "methodology" / "ceilings.json").write_text(json.dumps(doc))
+    described = {"label": "Other GPU", "kind": "gpu", "gpu": "Other GPU", "reference": False}
+    described["description"] = "A machine that measured only some snippets."
+    (results / "other-gpu" / "set.json").write_text(json.dumps(described))
     md = markdown.Markdown(
         extensions=["coursekit.mdext"],
         extension_configs={"coursekit.mdext": {"hardware": "other-gpu", "results_dir": str(results)}},
