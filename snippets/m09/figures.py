@@ -609,7 +609,7 @@ def _control_run(results, hardware: str) -> dict:
     return entry
 
 
-def control(results) -> dict:
+def fair_control(results) -> dict:
     """The fair control of the decode race (m09/control, batch 1), per forced run over its processes
     (``_spread``: ``lo``/``hi`` the 10th/90th percentile envelope, ``median_lo``/``median_hi`` the
     range of process medians), and ``both``, the envelope over both runs. Per variant: the step and
@@ -641,3 +641,73 @@ def control(results) -> dict:
             1 - busy["default_graph"] / busy["eager_graph"] if busy["eager_graph"] else 0.0
         )
     return out
+
+
+def control_steps(results) -> go.Figure:
+    """The decode step at batch 1 three ways, each replaying a CUDA graph: the eager model and the
+    compiled one (mode="default") captured by hand, and reduce-overhead. Bars: process 1's median
+    host time per step (whiskers: its 10th to 90th percentile) beside the GPU's busy time in one
+    profiled step (the kernels' summed durations); markers: every process's median step in both
+    forced runs. The hover gives the kernels per step and the issue time."""
+    first = _runs(results, "m09/control", RUNS["first"])
+    second = _runs(results, "m09/control", RUNS["second"])
+    xs = list(range(len(CONTROL_VARIANTS)))
+    fig = go.Figure()
+    steps = [first[0]["step_us"][v] for v in CONTROL_VARIANTS]
+    busy = [first[0]["gpu_busy_us"][v] for v in CONTROL_VARIANTS]
+    kernels = [first[0]["kernels_per_step"][v] for v in CONTROL_VARIANTS]
+    issue = [first[0]["issue_us"][v]["median"] for v in CONTROL_VARIANTS]
+    names = [CONTROL_LABELS[v] for v in CONTROL_VARIANTS]
+    fig.add_trace(
+        go.Bar(
+            x=[x - 0.2 for x in xs],
+            y=[s["median"] for s in steps],
+            width=0.38,
+            name="step, host wall time (process 1)",
+            marker={"color": COLORS["graph"]},
+            error_y=error_bars([s["p10"] for s in steps], [s["median"] for s in steps], [s["p90"] for s in steps]),
+            customdata=[[n, f"{i:.1f}"] for n, i in zip(names, issue)],
+            hovertemplate="%{customdata[0]}: %{y:.1f} µs per step; one step issued from an idle GPU in "
+            "%{customdata[1]} µs<extra>step</extra>",
+        )
+    )
+    fig.add_trace(
+        go.Bar(
+            x=[x + 0.2 for x in xs],
+            y=[b["median"] for b in busy],
+            width=0.38,
+            name="GPU busy in one step (profile)",
+            marker={"color": COLORS["compiled"]},
+            error_y=error_bars([b["p10"] for b in busy], [b["median"] for b in busy], [b["p90"] for b in busy]),
+            customdata=[[n, k] for n, k in zip(names, kernels)],
+            hovertemplate="%{customdata[0]}: %{y:.1f} µs of kernels, %{customdata[1]} kernels and copies per step"
+            "<extra>GPU busy</extra>",
+        )
+    )
+    for label, procs, symbol, shift in (
+        ("each process's median step", first, "circle-open", -0.3),
+        ("each process's median step, the second run", second, "diamond-open", -0.1),
+    ):
+        fig.add_trace(
+            go.Scatter(
+                x=[x + shift for x in xs for _ in procs],
+                y=[p["step_us"][v]["median"] for v in CONTROL_VARIANTS for p in procs],
+                mode="markers",
+                marker={"color": "black", "symbol": symbol, "size": 8},
+                name=label,
+                customdata=[[CONTROL_LABELS[v]] for v in CONTROL_VARIANTS for _ in procs],
+                hovertemplate="%{customdata[0]}: %{y:.1f} µs per step<extra>" + label + "</extra>",
+            )
+        )
+    fig.update_xaxes(
+        tickvals=xs, ticktext=[CONTROL_SHORT[v] for v in CONTROL_VARIANTS], title_text="how the step is replayed"
+    )
+    fig.update_yaxes(title_text="µs per decode step, batch 1", rangemode="tozero")
+    fig.update_layout(
+        height=460,
+        margin={"l": 60, "r": 10, "t": 10, "b": 40},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.25},
+        hovermode="closest",
+        barmode="overlay",
+    )
+    return fig
