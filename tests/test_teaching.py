@@ -20,6 +20,7 @@ TEACHING_EDITION: list[str] = [  # chapters rewritten to the teaching edition, o
     "part-j/01-why-eager-won.md",
     "part-j/02-eager-per-op.md",
     "part-j/03-graph-mode.md",
+    "part-k/04-dynamo.md",
     "part-l/09-cuda-graphs.md",
 ]
 

@@ -17,7 +17,7 @@ minus the two) also carries their differences, of a sign that was not measured.
 
 import plotly.graph_objects as go
 
-from coursekit.plotting import legend, margin
+from coursekit.plotting import RUNS, legend, margin
 
 # torch-free: figures run at site-build time without torch
 from coursekit.stats import error_bars, summarize
@@ -372,3 +372,23 @@ def compile_time(results) -> go.Figure:
         margin=margin(),
     )
     return fig
+
+
+def runs(results) -> dict:
+    """The cost of a cache hit in the build's two forced runs, side by side (``first``, ``second``,
+    as coursekit.plotting.RUNS names them): per run, what torch.compile(backend="eager") adds to the
+    uncompiled call at one tensor and at a thousand, and the guard check alone, each a summary
+    taken round by round over that run's processes."""
+    out = {}
+    for name, hardware in RUNS.items():
+
+        def pinned(key, hardware_=None, process=None, hardware=hardware):
+            return results(key, hardware=hardware_ or hardware, process=process)
+
+        c = calls(pinned)["by_tensors"]
+        out[name] = {
+            "hit_us": c["1"]["dynamo_minus_eager_us"],
+            "hit_1000_us": c["1000"]["dynamo_minus_eager_us"],
+            "ns_per_guard_1000": c["1000"]["ns_per_guard"],
+        }
+    return out
