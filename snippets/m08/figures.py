@@ -13,7 +13,7 @@ import math
 
 import plotly.graph_objects as go
 
-from coursekit.plotting import BLUE, GREEN, ORANGE, legend, margin
+from coursekit.plotting import BLUE, GREEN, ORANGE, RUNS, legend, margin
 from coursekit.stats import error_bars, paired
 
 MiB, GiB = 2**20, 2**30
@@ -567,3 +567,45 @@ def step_arithmetic(results) -> dict:
             "unit": "",
         },
     }
+
+
+# ---------------------------------------------------------------- the two forced runs side by side
+
+
+class _OnSet:
+    """``results`` bound to one stored set, so that the functions above read another run's data."""
+
+    def __init__(self, results, hardware: str):
+        self._results, self._hardware = results, hardware
+
+    def __call__(self, key: str, process: int | None = None, hardware: str | None = None):
+        return self._results(key, hardware=self._hardware, process=process)
+
+    def processes(self, key: str, hardware: str | None = None) -> int:
+        return self._results.processes(key, hardware=self._hardware)
+
+
+def runs(results) -> dict:
+    """The numbers that moved between the build's two forced runs (``RUNS``), per run: the range over
+    every size and process (medians) of what a cached allocate-and-free costs beyond a tensor without
+    memory and of what a cudaMalloc adds; the rounds of the uncached 256 MiB request that were among
+    every process's fastest four; the timeline's second step, had every allocation been a cudaMalloc,
+    over the step (process 1: median and spread); and the expandable-segment request over the failed
+    one (medians)."""
+    out = {}
+    for run, hardware in RUNS.items():
+        on = _OnSet(results, hardware)
+        c = cost(on)
+        steps = step_arithmetic(on)["all_uncached_over_step"]
+        out[run] = {
+            "steady_us_lo": c["steady_us_lo"],
+            "steady_us_hi": c["steady_us_hi"],
+            "cudamalloc_extra_us_lo": c["cudamalloc_extra_us_lo"],
+            "cudamalloc_extra_us_hi": c["cudamalloc_extra_us_hi"],
+            "fast_rounds_256MiB": c["fast_rounds_256MiB"],
+            "step_ratio_median": steps["median"],
+            "step_ratio_p10": steps["p10"],
+            "step_ratio_p90": steps["p90"],
+            "request_over_oom": oom(on)["request_over_oom"]["median"],
+        }
+    return out
