@@ -24,6 +24,10 @@ Placeholders (one syntax family, ``{{ ... }}``; the kinds are the registry ``KIN
     {{ assert m02/a:x.y < m02/b:z }}                a claim the prose makes about two measurements;
                                                     renders nothing (see ``claim`` for when it holds)
     {{ reading-time part-j/02-eager-per-op.md }}    minutes to read the main line (coursekit/teaching.py), pages summed
+    {{ scoreboard }}                                every stored race of the set: both times, the ratio, the target
+    {{ chapter-box }}                               a chapter's opening box: what it builds on, its GPU time, its
+                                                    notebook (``chapter-box mNN`` names a module; ``all`` and
+                                                    ``total`` are the run-it-yourself page's table and sum)
 
 A value that ends at a timing summary prints its median; hovering shows the spread, the other
 processes' medians and where it was measured. A numeric format demands a number. A placeholder
