@@ -27,7 +27,8 @@ def train_step(results):
     fig = make_subplots(rows=1, cols=len(configs), subplot_titles=[_title(c) for c in configs], horizontal_spacing=0.14)
     # one range of steps for every panel, so that the panels read alike: every pay-off point with room after it
     paid = [v["steps_to_amortise"] for c in configs for v in c["variants"].values() if v.get("amortises")]
-    last = min(1e7, max([1e3] + [3 * k for k in paid]))
+    # and out to a long run (10^5 steps), where a compile that pays for itself is negligible
+    last = min(1e7, max([1e5] + [3 * k for k in paid]))
     ks = sorted({round(10 ** (i * math.log10(last) / 80)) for i in range(81)})
     for col, c in enumerate(configs, start=1):
         vs = c["variants"]
@@ -54,10 +55,13 @@ def train_step(results):
                 fig.add_scatter(
                     x=[k],
                     y=[v["first_call_s"] + (k - 1) * step_s],
-                    mode="markers",
+                    mode="markers+text",
+                    text=[f"{k:,.0f} steps"],
+                    textposition="top left",
+                    textfont=dict(color=COLOR[name]),
                     row=1,
                     col=col,
-                    marker=dict(size=10, symbol="circle-open", color=COLOR[name]),
+                    marker=dict(size=14, symbol="circle-open", line=dict(width=2), color=COLOR[name]),
                     legendgroup=name,
                     showlegend=False,
                     hovertemplate=f"{VARIANTS[name]} overtakes eager after %{{x:,.0f}} steps<extra></extra>",
