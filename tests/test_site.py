@@ -402,3 +402,14 @@ def test_the_clone_command_names_the_configured_repository(built_site):
     default = re.search(r'repo_url: !ENV \[REPO_URL, "([^"]+)"\]', config)[1]
     assert f"git clone {default}" in re.sub(r"<[^>]+>", "", page), "the clone command does not name repo_url"
     assert "{{ repo-url }}" not in page
+
+
+def test_provenance_fields_speak_to_the_reader():
+    from coursekit.page.tables import _for_reader
+
+    assert "not yet committed" in _for_reader("commit", "abc123+dirty") and "+dirty" not in _for_reader(
+        "commit", "a+dirty"
+    )
+    said = _for_reader("rehashed", "2026-11-30: snippet_hash recomputed by scripts/rehash_results.py; identical to c73")
+    assert "scripts/" not in said and "identical to c73" in said
+    assert _for_reader("gpu", "NVIDIA H200") == "NVIDIA H200"

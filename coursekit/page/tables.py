@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 
 from coursekit import results as store
@@ -42,11 +43,25 @@ def output(ctx: PageContext, body: str, placeholder: str) -> str:
     )
 
 
+def _for_reader(key: str, value) -> str:
+    """A provenance field as a reader can use it: a commit measured with uncommitted changes says so in words,
+    and a re-keyed hash says what was checked, not which of the course's scripts checked it."""
+    text = str(value)
+    if key == "commit" and text.endswith("+dirty"):
+        return f"{text[: -len('+dirty')]} with changes not yet committed (the snippet hash names the code that ran)"
+    if key == "rehashed":
+        said = "the snippet hash was recomputed after its formula changed;"
+        return re.sub(r"snippet_hash recomputed by \S+;", said, text)
+    return text
+
+
 def provenance(ctx: PageContext, key: str, placeholder: str) -> str:
     """``{{ provenance key }}``: hardware, versions, date and downloads of one result."""
     doc = ctx.doc(key, placeholder)
     prov = doc["provenance"]
-    rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>" for k, v in sorted(prov.items()))
+    rows = "".join(
+        f"<tr><td>{html.escape(k)}</td><td>{html.escape(_for_reader(k, v))}</td></tr>" for k, v in sorted(prov.items())
+    )
     rows += f"<tr><td>snippet hash</td><td><code>{html.escape(doc['snippet_hash'][:16])}</code></td></tr>"
     snippet = markup.snippet_path(ctx, doc, placeholder)
     links = f'<a download href="{html.escape(markup.data_link(ctx, doc))}">raw data (JSON)</a>'
