@@ -40,6 +40,7 @@ expand with the site's snippets settings (tests/test_codeblocks.py), where it is
 from __future__ import annotations
 
 import json
+import logging
 import re
 from html import escape
 from pathlib import Path
@@ -105,7 +106,44 @@ def glossary(path: Path = ABBREVIATIONS) -> dict[str, str]:
     return found
 
 
+class _DirtyNotice(logging.Filter):
+    """MkDocs warns on every ``--dirty`` build that its navigation may be inaccurate, and this site's
+    ``strict: true`` turns any warning into a failed build; the plugin gives the pages it did not
+    read their titles (``CoursePlugin.on_nav``), so the notice is kept as information."""
+
+    def filter(self, record):
+        if record.levelno == logging.WARNING and record.getMessage().startswith("A 'dirty' build is being performed"):
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
 class CoursePlugin(BasePlugin):
+    def __init__(self):
+        super().__init__()
+        self.dirty = False
+        self.titles: dict[str, str] = {}
+
+    def on_startup(self, *, command, dirty):
+        """Defined so that MkDocs keeps this plugin across ``mkdocs serve``'s rebuilds (the titles)."""
+        self.dirty = dirty
+        builder = logging.getLogger("mkdocs.commands.build")
+        if dirty and not any(isinstance(f, _DirtyNotice) for f in builder.filters):
+            builder.addFilter(_DirtyNotice())
+
+    def on_nav(self, nav, config, files):
+        """``mkdocs serve --dirty`` rebuilds only the pages saved since the last build and does not read
+        the others, so the navigation and the footer of a rebuilt page would name them by nothing: they
+        get the titles the last build gave them."""
+        if self.dirty:
+            for page in nav.pages:
+                if page.title is None and page.file.src_uri in self.titles:
+                    page.title = self.titles[page.file.src_uri]
+        return nav
+
+    def on_page_context(self, context, page, config, nav):
+        self.titles[page.file.src_uri] = page.title
+        return context
+
     def on_config(self, config):
         repo = re.fullmatch(r"https://github\.com/([^/]+/[^/]+?)/?", config.repo_url or "")
         if repo and config.repo_name in (None, "GitHub"):  # MkDocs names every GitHub repository "GitHub"
