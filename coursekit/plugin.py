@@ -163,8 +163,19 @@ class CoursePlugin(BasePlugin):
         return files
 
     def on_post_build(self, config):
-        """The build's cache keeps what recent builds used (coursekit/cache.py)."""
+        """The build's cache keeps what recent builds used (coursekit/cache.py). A dirty rebuild renders
+        no notebook it did not save, and mkdocs-jupyter (whose on_post_build runs after this one)
+        would then evict every other notebook's rendering from its cache: they are marked used."""
         cache.prune()
+        jupyter = config.plugins.get("mkdocs-jupyter")
+        if self.dirty and jupyter is not None and jupyter.config["cache"]:
+            used = getattr(jupyter, "_used_cache_paths", None)
+            if not isinstance(used, set):
+                raise PluginError(
+                    "mkdocs-jupyter no longer keeps _used_cache_paths: coursekit/plugin.py must learn how a "
+                    "dirty rebuild keeps the notebooks' cache"
+                )
+            used.update(Path(jupyter.config["cache_dir"]).glob("*.json"))
 
     def on_page_markdown(self, markdown, page, config, files):
         """``{{ repo-url }}`` on a page is the configured repository (``repo_url``, ``REPO_URL`` for a

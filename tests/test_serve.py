@@ -3,6 +3,7 @@ that page is the page a full build writes, its navigation included."""
 
 from __future__ import annotations
 
+import json
 import os
 
 from mkdocs.commands.build import build
@@ -20,8 +21,11 @@ def site(tmp_path):
     docs.mkdir()
     for name, text in PAGES.items():
         (docs / name).write_text(text)
+    cell = {"cell_type": "markdown", "id": "a", "metadata": {}, "source": ["# A notebook"]}
+    (docs / "nb.ipynb").write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
     (tmp_path / "mkdocs.yml").write_text(
-        "site_name: t\ntheme: mkdocs\nplugins: [course]\nnav: [index.md, alpha.md, beta.md]\n"
+        "site_name: t\ntheme: mkdocs\nnav: [index.md, alpha.md, beta.md, nb.ipynb]\nplugins:\n  - course\n"
+        f"  - mkdocs-jupyter: {{include: ['*.ipynb'], cache_dir: '{tmp_path / 'nbcache'}'}}\n"
     )
     return tmp_path
 
@@ -47,3 +51,4 @@ def test_a_dirty_rebuild_writes_the_saved_page_alone_and_names_the_pages_it_did_
     rebuilt = (root / "site" / "alpha" / "index.html").read_text()
     assert os.path.getmtime(beta) == 1e9, "a page that was not saved was rebuilt"
     assert rebuilt == full.replace("One word", "A word")
+    assert len(list((root / "nbcache").glob("*.json"))) == 1, "the notebook's rendering was dropped from its cache"
