@@ -32,6 +32,10 @@ def train_step(results):
     ks = sorted({round(10 ** (i * math.log10(last) / 80)) for i in range(81)})
     for col, c in enumerate(configs, start=1):
         vs = c["variants"]
+        # start each panel's time axis at a labelled power of ten, below its smallest first call
+        lo = min(v["first_call_s"] for v in vs.values())
+        hi = max(v["first_call_s"] + (last - 1) * v["step_us"]["median"] * 1e-6 for v in vs.values())
+        fig.update_yaxes(range=[math.floor(math.log10(lo)), math.log10(hi) + 0.05], row=1, col=col)
         for name, v in vs.items():
             step_s = v["step_us"]["median"] * 1e-6
             fig.add_scatter(
