@@ -1,11 +1,14 @@
 """How long a strict build of the site takes, and where the time goes.
 
-    python scripts/bench_site.py            # cold cache, warm cache, and a one-word-edit rebuild
-    python scripts/bench_site.py --only warm
+    python scripts/bench_site.py            # cold cache, warm cache, one-word-edit rebuilds
+    python scripts/bench_site.py --only warm --only dirty
 
 Each scenario runs ``mkdocs build --strict`` in a fresh process (a one-word edit: a warm build, then
 the rebuild ``mkdocs serve`` does after one word of one page changed, in the same process, the
-page's text edited in memory only). The cold scenario uses empty caches in a temporary folder
+page's text edited in memory only; "dirty": the same under ``mkdocs serve --dirty``, whose
+rebuild writes the edited page alone and leaves every page whose HTML is newer than its source
+as it is). BENCH_KEEP=<folder> keeps the edited page as each rebuild wrote it (edit.html,
+dirty.html), to compare the two. The cold scenario uses empty caches in a temporary folder
 (COURSE_CACHE_DIR, mkdocs-jupyter's cache_dir), so nothing under .cache/ is touched; the warm one
 first fills them. Printed per phase: wall seconds and CPU seconds of this process (on a loaded
 machine the wall time is the CPU time plus waiting for a core: the load average is printed too).
@@ -77,11 +80,13 @@ def instrument(clock: Clock) -> None:
     clock.wrap(build, "_build_theme_template", "templates and writing")
 
 
-def one_build(site: str, edit: str | None = None) -> dict:
+def one_build(site: str, edit: str | None = None, dirty: bool = False) -> dict:
     from mkdocs.commands.build import build
     from mkdocs.config import load_config
 
     config = load_config(strict=True, site_dir=site)
+    if dirty:  # what `mkdocs serve --dirty` tells the plugins before its first build
+        config.plugins.on_startup(command="serve", dirty=True)
     if os.environ.get("BENCH_JUPYTER_CACHE"):
         config.plugins["mkdocs-jupyter"].config["cache_dir"] = os.environ["BENCH_JUPYTER_CACHE"]
     if edit:
@@ -96,7 +101,7 @@ def one_build(site: str, edit: str | None = None) -> dict:
 
         Page.read_source = read_edited
     w, c = time.perf_counter(), time.process_time()
-    build(config)
+    build(config, dirty=dirty)
     return {"total": (time.perf_counter() - w, time.process_time() - c)}
 
 
@@ -104,11 +109,17 @@ def child(scenario: str) -> None:
     """Run one scenario in this process and print its phases as JSON."""
     clock = Clock()
     instrument(clock)
+    dirty = scenario == "dirty"
     with tempfile.TemporaryDirectory() as site:
-        total = one_build(site)["total"]
-        if scenario == "edit":  # what `mkdocs serve` does after a save: the same process builds again
+        total = one_build(site, dirty=dirty)["total"]
+        if scenario in ("edit", "dirty"):  # what `mkdocs serve` does after a save: the same process builds again
             clock.wall.clear(), clock.cpu.clear()
-            total = one_build(site, edit=EDIT_PAGE)["total"]
+            page = Path(site, Path(EDIT_PAGE).with_suffix(""), "index.html")
+            if dirty:  # the saved page is newer than its HTML: `--dirty` rebuilds it alone
+                os.utime(page, (0, 0))
+            total = one_build(site, edit=EDIT_PAGE, dirty=dirty)["total"]
+            if os.environ.get("BENCH_KEEP"):  # the edited page as rebuilt, to compare the two rebuilds
+                Path(os.environ["BENCH_KEEP"], f"{scenario}.html").write_bytes(page.read_bytes())
     phases = {p: (clock.wall[p], clock.cpu[p]) for p in clock.wall}
     print(json.dumps({"total": total, "phases": phases}))
 
@@ -126,16 +137,21 @@ def run(scenario: str, cache_dir: str) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", choices=["cold", "warm", "edit"], action="append")
+    parser.add_argument("--only", choices=["cold", "warm", "edit", "dirty"], action="append")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child)
         return 0
-    names = {"cold": "cold cache", "warm": "warm cache", "edit": f"one-word edit of {EDIT_PAGE}, rebuilt"}
+    names = {
+        "cold": "cold cache",
+        "warm": "warm cache",
+        "edit": f"one-word edit of {EDIT_PAGE}, rebuilt",
+        "dirty": "one-word edit, serve --dirty",
+    }
     with tempfile.TemporaryDirectory() as cache_dir:
         results = {}
-        for scenario in args.only or ["cold", "warm", "edit"]:
+        for scenario in args.only or ["cold", "warm", "edit", "dirty"]:
             if scenario != "cold" and not results:
                 run("warm", cache_dir)  # fill the caches first
             results[scenario] = run(scenario, cache_dir)
