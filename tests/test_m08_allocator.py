@@ -216,3 +216,24 @@ def test_timeline_on_the_cpu_profiler():
     assert phases["step 1 optimizer"]["allocated_bytes_end"] > phases["step 1 forward"]["allocated_bytes_end"]
     assert all(e["reserved_bytes"] == e["allocated_bytes"] for e in r["events"])  # the CPU allocator caches nothing
     assert len(r["events"]) <= 2000 and set(r["step_us"]) == {"off", "history", "history_python_stacks"}
+
+
+def test_knobs_runs_each_setting_in_a_child_that_reads_it():
+    """knobs.py's CPU path: one child per setting, each seeing its own PYTORCH_ALLOC_CONF; the model
+    stand-in runs out of memory under the default and succeeds with expandable segments, and says
+    that it models no other setting."""
+    knobs = load_snippet("m08/knobs")
+    r = knobs.measure(small=True)
+    assert [c["config"] for c in r["configs"]] == knobs.CONFIGS
+    for c in r["configs"]:
+        assert c["alloc_conf"] == ("" if c["config"] == "default" else c["config"])
+        assert c["fragmented"] and c["before_request"]["reserved_bytes"] >= knobs.ARENA
+    by = {c["config"]: c for c in r["configs"]}
+    assert (
+        by["default"]["outcome"] == "out of memory"
+        and "reserved by PyTorch but unallocated" in by["default"]["message"]
+    )
+    assert by["expandable_segments:True"]["outcome"] == "allocated"
+    assert by["expandable_segments:True"]["after_request"]["peak_reserved_bytes"] <= knobs.LIMIT
+    if not torch.cuda.is_available():
+        assert "models only expandable_segments" in r["device"]
