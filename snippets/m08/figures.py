@@ -591,7 +591,7 @@ def runs(results) -> dict:
     memory and of what a cudaMalloc adds; the rounds of the uncached 256 MiB request that were among
     every process's fastest four; the timeline's second step, had every allocation been a cudaMalloc,
     over the step (process 1: median and spread); and the expandable-segment request over the failed
-    one (medians)."""
+    one (medians). ``both``: the ranges' envelope over the two runs."""
     out = {}
     for run, hardware in RUNS.items():
         on = _OnSet(results, hardware)
@@ -608,4 +608,9 @@ def runs(results) -> dict:
             "step_ratio_p90": steps["p90"],
             "request_over_oom": oom(on)["request_over_oom"]["median"],
         }
+    first, second = out["first"], out["second"]
+    out["both"] = {  # the envelope of the two runs, for a sentence that quotes one range for both
+        k: (min if k.endswith("_lo") else max)(first[k], second[k])
+        for k in ("steady_us_lo", "steady_us_hi", "cudamalloc_extra_us_lo", "cudamalloc_extra_us_hi")
+    }
     return out
