@@ -170,6 +170,8 @@ def speedup(results) -> go.Figure:
                 # measured at every size: a solid line; at two sizes only: markers, no line between
                 mode="markers" if len(points) < len(data["points"]) else "lines+markers",
                 line={"dash": "solid"},
+                # points alone: larger markers, so that they are not lost among the lines
+                **({"marker": {"size": 11}} if len(points) < len(data["points"]) else {}),
                 name=LABELS[mode],
                 error_y=error_bars(*([r["speedup"][q] for r in runs] for q in ("p10", "median", "p90"))),
                 customdata=[[r["time_us"]["median"], r["gpu_busy_us"]["median"]] for r in runs],
