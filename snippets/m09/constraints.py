@@ -40,12 +40,13 @@ def capture(fn, *static_inputs, pool=None, warmup: int = 3):
         graph = StandInGraph(fn, static_inputs)
         return graph, graph.outputs
     side = torch.cuda.Stream()  # warm up outside the capture, on a side stream (torch.cuda.graph's docs):
-    side.wait_stream(torch.cuda.current_stream())  # lazy set-up (cuBLAS workspaces...) must not be recorded
+    side.wait_stream(torch.cuda.current_stream())  # one-off set-up (loading kernels, the cuBLAS handle) unrecorded
     with torch.cuda.stream(side):
         for _ in range(warmup):
             fn(*static_inputs)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
+    # the capture stream's cuBLAS workspace is made during the capture, from the graph's pool
     with torch.cuda.graph(graph, pool=pool):  # kernels are recorded, not run
         static_outputs = fn(*static_inputs)
     return graph, static_outputs

@@ -14,8 +14,8 @@ kernels change, and reduce_overhead against default_graph is what the trees' wra
 Clock: host wall time per step (the forward, then the next token fed back and the position
 advanced, as in decode.py), back to back with a device synchronize at both ends, the three
 variants in the same interleaved rounds (bench.host_us_rounds), as tokens/s; in the same rounds,
-the host time for one step to return from an idle GPU (issue time: what the host spends per
-step). After all timing (once CUPTI has traced kernels, launches stay slower in the process), a
+the host time for one step to return from an idle GPU (issue time: an upper bound on the host's
+work per step). After all timing (once CUPTI has traced kernels, launches stay slower in the process), a
 torch.profiler pass over steps of each variant: the CUDA kernels and copies one step runs, their
 summed device time (GPU busy time), and the span from the first kernel's start to the last one's
 end. Also: the logits over 8 teacher-forced steps against eager, each compile's first call, the

@@ -219,6 +219,7 @@ def _run_summaries(results, hardware: str) -> dict:
                 "eager_us": [p["wall_us_per_kernel"]["eager"] for p in points],
                 "graph_us": [p["wall_us_per_kernel"]["graph"] for p in points],
                 "replay_issue_us": [p["issue_us"]["graph"] for p in points],
+                "speedup": [p["speedup"] for p in points],
                 "eager_minus_graph_us": [
                     paired(p["wall_us_per_kernel"]["eager"], p["wall_us_per_kernel"]["graph"], lambda a, b: a - b, "us")
                     for p in points
@@ -238,6 +239,7 @@ def _run_summaries(results, hardware: str) -> dict:
                 paired(p["step_us"]["graph"], p["step_us"]["compiled"], lambda a, b: a - b, "us") for p in points
             ],
             "tokens_per_s_compiled": [p["tokens_per_s"]["compiled"] for p in points],
+            "tokens_per_s_eager": [p["tokens_per_s"]["eager"] for p in points],
             "graph_speedup": [p["speedup_over_eager"]["graph"] for p in points],
         }
     t = [
@@ -606,6 +608,9 @@ def _control_run(results, hardware: str) -> dict:
     entry["eager_graph_minus_trees_us"] = [
         paired(p["step_us"]["eager_graph"], p["step_us"]["reduce_overhead"], sub, "us") for p in procs
     ]
+    entry["trees_minus_eager_graph_us"] = [
+        paired(p["step_us"]["reduce_overhead"], p["step_us"]["eager_graph"], sub, "us") for p in procs
+    ]
     return entry
 
 
@@ -711,3 +716,36 @@ def control_steps(results) -> go.Figure:
         barmode="overlay",
     )
     return fig
+
+
+def control_kernels(results) -> dict:
+    """The eager hand capture's kernels in one profiled step of m09/control (process 1), against
+    the copy bandwidth of the same build: the matrix-vector products are cuBLAS's ``nvjet``
+    kernels, in each block the QKV projection (3 d x d bf16 weights), the output projection
+    (d x d) and the MLP's two (4 d x d each), then the LM head (vocab x d). Per product: the bytes
+    of its weights over its device time, as a fraction of the copy rate. ``head``: the LM head;
+    ``block``: the range over the blocks' products; ``busy_share``: the step's GPU busy time over
+    its host-timed step (medians), the share of the step that is kernel time, not gaps."""
+    data = results("m09/control")
+    copy = results("methodology/ceilings")["copy"]["GBps"]["median"]
+    d, vocab, layers = data["d"], data["vocab"], data["layers"]
+    gemvs = [t for name, t in data["kernels"]["eager_graph"] if name.startswith("nvjet")]
+    bf16 = 2
+    per_block = [3 * d * d * bf16, d * d * bf16, 4 * d * d * bf16, 4 * d * d * bf16]
+    sizes = per_block * layers + [vocab * d * bf16]
+    if len(gemvs) != len(sizes):
+        raise ValueError(f"m09/control: {len(gemvs)} nvjet kernels in one step, expected {len(sizes)}")
+
+    def entry(nbytes: int, us: float) -> dict:
+        return {"MB": nbytes / 1e6, "us": us, "GBps": nbytes / us / 1e3, "of_copy": nbytes / us / 1e3 / copy}
+
+    block = [entry(b, t) for b, t in zip(sizes[:-1], gemvs[:-1])]
+    busy = data["gpu_busy_us"]["eager_graph"]["median"]
+    step = data["step_us"]["eager_graph"]["median"]
+    return {
+        "head": entry(sizes[-1], gemvs[-1]),
+        "block": {k: {"lo": min(e[k] for e in block), "hi": max(e[k] for e in block)} for k in ("MB", "us", "of_copy")},
+        "busy_us": busy,
+        "step_us": step,
+        "busy_share": busy / step,
+    }
