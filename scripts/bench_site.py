@@ -147,7 +147,7 @@ def main() -> int:
         "cold": "cold cache",
         "warm": "warm cache",
         "edit": f"one-word edit of {EDIT_PAGE}, rebuilt",
-        "dirty": "one-word edit, serve --dirty",
+        "dirty": "one-word edit, --dirty",
     }
     with tempfile.TemporaryDirectory() as cache_dir:
         results = {}
