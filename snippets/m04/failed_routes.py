@@ -48,6 +48,7 @@ def trace_route(dev: str = "cpu") -> dict:
 
 
 # --8<-- [start:script]
+# --8<-- [start:script_fns]
 def scale_by(x, config):  # an options dict, as ordinary Python passes one
     return x * config["scale"]
 
@@ -59,6 +60,7 @@ def scale_or_keep(x, config: dict[str, float]):  # annotated this time; a try bl
         return x
 
 
+# --8<-- [end:script_fns]
 def script_error(fn) -> dict:
     """What torch.jit.script says about fn: the exception's type and text, file paths cut to names."""
     try:

@@ -108,6 +108,7 @@ def guard_text(x, k) -> list[str]:
 
 
 # --8<-- [start:limit]
+# --8<-- [start:limit_main]
 def double_plus_one(x):
     return x * 2 + 1
 
@@ -138,6 +139,7 @@ def past_the_limit(dev: str = "cpu") -> tuple[dict, object]:
     return facts, run
 
 
+# --8<-- [end:limit_main]
 def hard_failure(dev: str = "cpu") -> dict:
     """The same calls with fail_on_recompile_limit_hit=True: at which call, and what is raised."""
     torch._dynamo.reset()
@@ -165,6 +167,7 @@ def graphs_with_automatic_dynamic(dev: str = "cpu", shapes: int = 10) -> int:
 
 
 # --8<-- [start:sweep]
+# --8<-- [start:sweep_helpers]
 def bump_all(xs):
     torch._foreach_add_(xs, 1.0)  # one op over every tensor: the work stays trivial however many
 
@@ -178,6 +181,8 @@ def count_guards(manager) -> int:
     return len(manager.get_leaf_guards()) + sum(count_guards(m) for m in manager.get_child_managers())
 
 
+# --8<-- [end:sweep_helpers]
+# --8<-- [start:sweep_main]
 def sweep_variants(n: int, dev: str, inductor: bool) -> tuple[dict, dict]:
     """What is timed for n guarded tensors (call under torch.no_grad, as they were compiled)."""
     torch._dynamo.reset()
@@ -218,6 +223,7 @@ def sweep_variants(n: int, dev: str, inductor: bool) -> tuple[dict, dict]:
     return variants, facts
 
 
+# --8<-- [end:sweep_main]
 # --8<-- [end:sweep]
 
 
