@@ -458,7 +458,7 @@ def matmul_steps(results) -> go.Figure:
 def matmul_vs_cublas(results) -> go.Figure:
     """Each step's speed relative to torch.mm (cuBLAS), cuBLAS's time over the step's taken round by
     round in the same interleaved rounds: the median ratio with the 10th to 90th percentile as
-    whiskers, and the scoreboard's bar. Dots, not bars: the ratios sit near 1 and the axis does not
+    whiskers, and the scoreboard's target. Dots, not bars: the ratios sit near 1 and the axis does not
     start at zero."""
     data = results("m07/matmul")
     facts = matmul_facts(results)["by_size"]
