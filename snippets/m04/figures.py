@@ -15,6 +15,8 @@ the frame hook runs the same tree from C++ on the frame's locals. So "rest_us" (
 minus the two) also carries their differences, of a sign that was not measured.
 """
 
+import textwrap
+
 import plotly.graph_objects as go
 
 from coursekit.plotting import RUNS, legend, margin
@@ -159,6 +161,19 @@ def compile_stages(results) -> dict:
     }
 
 
+def _wrapped(lines: list[str], width: int = 88) -> str:
+    """Long output lines broken at spaces, continuations indented under their line, so that a
+    code block shows them whole without scrolling."""
+    out = []
+    for line in lines:
+        indent = " " * (len(line) - len(line.lstrip()))
+        out.extend(
+            textwrap.wrap(line, width, subsequent_indent=indent + "    ", break_long_words=False, break_on_hyphens=False)
+            or [line]
+        )
+    return "\n".join(out)
+
+
 def texts(results) -> dict:
     """The stored facts as text blocks for the page: the trace's wrong answer, TorchScript's
     errors, explain's breaks, the guard tree and the recompile-limit warning."""
@@ -207,8 +222,8 @@ def texts(results) -> dict:
         "script_scale_or_keep": script["scale_or_keep"],
         "fx": f"torch.fx.proxy.TraceError: {routes['fx_symbolic_trace_error']}",
         "explain": "\n".join(explain),
-        "guard_tree": "\n".join(tree),
-        "limit": "\n".join(limit + [failure]),
+        "guard_tree": _wrapped(tree),
+        "limit": _wrapped(limit + [failure]),
         "dynamo": dynamo,
         "script_keeps_branch": "right on both" if routes["script_keeps_the_branch"] else "wrong on one",
     }
@@ -267,7 +282,7 @@ def call_breakdown(results) -> go.Figure:
     """Where a compiled call's host time goes (backend="eager"), stacked: the graph called
     directly, the guard check, and the rest (the remainder, round by round; it also carries the
     difference between the two stand-ins and what Dynamo runs); eager as a marker. Each part is
-    the median over the processes of that part's median, as a share of the whole call's."""
+    the median over the processes of that part's median, as a share of the three parts' sum."""
     pinned = _per_process(results, "m04/guards")
     runs = [r("m04/guards") for r in pinned]
     rows = [calls(r)["by_tensors"] for r in pinned]
@@ -293,7 +308,8 @@ def call_breakdown(results) -> go.Figure:
             over_processes(lambda run, row, i: row["rest_us"]["median"]),
         ),
     )
-    totals = [m for m, _ in timed("dynamo_eager")]
+    # the parts' medians over processes do not add to the call's median: scale them to add to 100%
+    totals = [sum(values[i][0] for _, values in layers) for i in range(len(points))]
     fig = go.Figure()
     for name, values in layers:
         fig.add_trace(
@@ -321,7 +337,7 @@ def call_breakdown(results) -> go.Figure:
     )
     fig.update_xaxes(type="category", title_text="guarded tensor inputs (hover for the number of guards)")
     fig.update_yaxes(
-        title_text="share of a compiled call's host time (medians over the processes)",
+        title_text="share of a compiled call's host time (medians over the processes, scaled to 100%)",
         tickformat=".0%",
         range=[0, 1.05],
     )
@@ -353,7 +369,7 @@ def compile_time(results) -> go.Figure:
                 name=f'backend="{backend}": {name}',
                 marker={"size": 9},
                 customdata=[[p["steps"], stages[str(p["ops"])]["dynamo_s"]] for p in data["points"]],
-                hovertemplate="%{x} ops (%{customdata[0]} steps): %{y:.2f} s; Dynamo's share "
+                hovertemplate="%{x} ops (%{customdata[0]} steps): %{y:.2f} s; Dynamo's stage "
                 "%{customdata[1]:.2f} s<extra>" + backend + "</extra>",
             )
         )
@@ -390,5 +406,25 @@ def runs(results) -> dict:
             "hit_us": c["1"]["dynamo_minus_eager_us"],
             "hit_1000_us": c["1000"]["dynamo_minus_eager_us"],
             "ns_per_guard_1000": c["1000"]["ns_per_guard"],
+        }
+    return out
+
+
+def compile_runs(results) -> dict:
+    """Inductor's stage in each of the build's two forced runs: how many times it grew from the
+    second-largest graph to the largest (``growth``, against ``ops_growth``) and its cost per added
+    operation, each from single cold compiles."""
+    out = {}
+    for name, hardware in RUNS.items():
+
+        def pinned(key, hardware_=None, process=None, hardware=hardware):
+            return results(key, hardware=hardware_ or hardware, process=process)
+
+        stages = compile_stages(pinned)
+        out[name] = {
+            "growth": stages["growth"]["inductor_s"],
+            "ops_growth": stages["growth"]["ops"],
+            "ms_per_op": stages["ms_per_op"]["inductor_s"],
+            "total_ms_per_op": stages["ms_per_op"]["total_s"],
         }
     return out
