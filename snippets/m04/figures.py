@@ -337,7 +337,7 @@ def call_breakdown(results) -> go.Figure:
     )
     fig.update_xaxes(type="category", title_text="guarded tensor inputs (hover for the number of guards)")
     fig.update_yaxes(
-        title_text="share of a compiled call's host time (medians over the processes, scaled to 100%)",
+        title_text="share of a compiled call's host time (medians over the processes, scaled to add to one)",
         tickformat=".0%",
         range=[0, 1.05],
     )
