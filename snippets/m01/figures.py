@@ -101,7 +101,8 @@ def train_step_time(results):
             down.append(s["median"] - s["p10"])
             hover.append(
                 f"{label}: {s['median']:,.0f} µs per step (p10 {s['p10']:,.0f}, p90 {s['p90']:,.0f})<br>"
-                f"{tf:.3g} TFLOP/s = {tf / peak:.1%} of the {gemm['dtype']} GEMM reference ({peak:.4g})"
+                f"{tf:.3g} TFLOP/s = {tf / peak:.1%} of the fastest {gemm['dtype']} matrix product's rate "
+                f"({peak:.4g}, device clock, methodology page)"
             )
         # markers, not bars: on a log axis a bar's length from an arbitrary floor misstates ratios
         fig.add_scatter(
@@ -136,7 +137,9 @@ def step_facts(results) -> dict:
     - dispatch_share: the small eager step's kernels, each at module 02's host cost of one op that
       records autograd (m02/host_overhead, requires_grad), over the host phases of the step
       (forward and loss, backward, optimizer step, zero_grad): the part of the host's time that
-      per-op dispatch alone would explain.
+      per-op dispatch alone would explain. Module 02's cost is the median of its processes' medians
+      (a separate result, measured in other processes), so the range over this result's processes
+      comes from m01 alone.
     - model_compile_cost_us, optimizer_compile_cost_us: the per-round difference, in the same
       interleaved rounds of m01/compile_variants, between compiling the model alone (or the
       optimizer step alone) and eager; its median, with the per-round spread.
@@ -145,7 +148,12 @@ def step_facts(results) -> dict:
     from coursekit.stats import paired
 
     parts = results("m01/train_step")["configs"]["small_mlp"]["eager_parts"]
-    per_op_us = results("m02/host_overhead")["host_us"]["requires_grad"]["median"]
+    import statistics
+
+    per_op_us = statistics.median(
+        results("m02/host_overhead", process=p)["host_us"]["requires_grad"]["median"]
+        for p in range(1, results.processes("m02/host_overhead") + 1)
+    )
     host_us = sum(parts[p]["median"] for p in ("forward_and_loss", "backward", "optimizer_step", "zero_grad"))
     steps = results("m01/compile_variants")["step_us"]
     return {

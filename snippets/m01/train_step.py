@@ -42,9 +42,12 @@ def torch_mlp(hidden: int, dev: str, dtype: torch.dtype) -> torch.nn.Sequential:
 def make_torch_step(model, compiled: bool):
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     forward, update = model, opt.step
-    if compiled:  # the model compiled, and opt.step compiled on its own, as PyTorch's optimizer recipe does
-        # dynamic=False: the second model size would otherwise get a dynamic-shape graph.
-        forward, update = torch.compile(model, dynamic=False), torch.compile(opt.step, dynamic=False)
+    if compiled:  # model and opt.step compiled apart, as the optimizer recipe does
+        # dynamic=False: the second size would otherwise get a dynamic-shape graph.
+        forward, update = (
+            torch.compile(model, dynamic=False),
+            torch.compile(opt.step, dynamic=False),
+        )
 
     def step(x, y):
         loss = F.mse_loss(forward(x), y)
@@ -63,8 +66,8 @@ def make_torch_step(model, compiled: bool):
 def mlp(params, x):
     for i, (w, b) in enumerate(params):
         x = x @ w + b
-        if i < len(params) - 1:  # a Python `if` on the list's length, not on data: fine under jit
-            x = jax.nn.gelu(x, approximate=False)  # the exact erf form, as torch.nn.GELU()
+        if i < len(params) - 1:  # an `if` on the list's length, not data: fine
+            x = jax.nn.gelu(x, approximate=False)  # exact erf form, as nn.GELU()
     return x
 
 
@@ -73,7 +76,8 @@ def sgd_step(params, x, y):  # pure: the new weights come back as a value
     return jax.tree.map(lambda p, g: p - LR * g, params, grads), loss
 
 
-jax_step = jax.jit(sgd_step, donate_argnums=0)  # donate: reuse the old weights' buffers, as torch does
+# donate: reuse the old weights' buffers, as torch does
+jax_step = jax.jit(sgd_step, donate_argnums=0)
 # --8<-- [end:jax_step]
 
 
