@@ -265,7 +265,7 @@ def guard_cost(results) -> go.Figure:
     ticks = [1, 3, 10, 30, 100, 300, 1000, 3000]
     fig.update_yaxes(
         type="log",
-        title_text="host µs per call (median of the processes; whiskers 10th–90th percentile over all)",
+        title_text="host µs per call (median of processes; whiskers: p10–p90 of any process)",
         tickvals=ticks,
         ticktext=[f"{t:,}" for t in ticks],
     )
