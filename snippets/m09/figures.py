@@ -584,7 +584,7 @@ def race(results) -> dict:
 
 def _control_run(results, hardware: str) -> dict:
     """One forced run of m09/control: per variant, a list with one summary per process of its step
-    (host), its issue time (host), and one profiled step's GPU busy time and span (device); and,
+    (host), its issue time (host), and the profiled steps' GPU busy time and span (device); and,
     paired by round, reduce-overhead minus the hand capture of the compiled module (what the trees'
     wrapper adds), the eager hand capture minus the compiled one (what Inductor's kernels save)."""
     procs = _runs(results, "m09/control", hardware)
@@ -618,7 +618,7 @@ def fair_control(results) -> dict:
     """The fair control of the decode race (m09/control, batch 1), per forced run over its processes
     (``_spread``: ``lo``/``hi`` the 10th/90th percentile envelope, ``median_lo``/``median_hi`` the
     range of process medians), and ``both``, the envelope over both runs. Per variant: the step and
-    its issue time (host), one profiled step's GPU busy time and span (device), tokens/s. Paired by
+    its issue time (host), the profiled steps' GPU busy time and span (device), tokens/s. Paired by
     round: ``trees_minus_default_graph_us`` (reduce-overhead against the same compiled module
     captured by hand: the wrapper), ``eager_graph_minus_default_graph_us`` (what Inductor's kernels
     save inside a hand capture), ``eager_graph_minus_trees_us``. Plus, per run and variant, the
@@ -651,8 +651,8 @@ def fair_control(results) -> dict:
 def control_steps(results) -> go.Figure:
     """The decode step at batch 1 three ways, each replaying a CUDA graph: the eager model and the
     compiled one (mode="default") captured by hand, and reduce-overhead. Bars: process 1's median
-    host time per step (whiskers: its 10th to 90th percentile) beside the GPU's busy time in one
-    profiled step (the kernels' summed durations); markers: every process's median step in both
+    host time per step (whiskers: its 10th to 90th percentile) beside the GPU's busy time per
+    profiled step (the kernels' summed durations, median); markers: every process's median step in both
     forced runs. The hover gives the kernels per step and the issue time."""
     first = _runs(results, "m09/control", RUNS["first"])
     second = _runs(results, "m09/control", RUNS["second"])
@@ -681,7 +681,7 @@ def control_steps(results) -> go.Figure:
             x=[x + 0.2 for x in xs],
             y=[b["median"] for b in busy],
             width=0.38,
-            name="GPU busy in one step (profile)",
+            name="GPU busy per step (profile, median)",
             marker={"color": COLORS["compiled"]},
             error_y=error_bars([b["p10"] for b in busy], [b["median"] for b in busy], [b["p90"] for b in busy]),
             customdata=[[n, k] for n, k in zip(names, kernels)],
