@@ -212,7 +212,16 @@ def half_floor(results) -> dict:
             f = (math.log(half) - math.log(t0)) / (math.log(t1) - math.log(t0))
             crossing = 2 ** (math.log2(lo["numel"]) + f * (math.log2(hi["numel"]) - math.log2(lo["numel"])))
             break
-    return {"floor_us": half, "crossover_numel": crossing, "model_crossover_numel": d["model_crossover_numel"] / 2}
+    model_half = d["model_crossover_numel"] / 2
+    return {
+        "floor_us": half,
+        "crossover_numel": crossing,
+        "model_crossover_numel": model_half,
+        # How far the measured crossing lands above the model's at half the floor, and how far (in
+        # octaves of size) it moves when the floor halves; the model moves exactly one octave.
+        "over_model": crossing / model_half,
+        "octaves_moved": math.log2(d["crossover_numel"] / crossing),
+    }
 
 
 def large_end_fill(results) -> dict:
