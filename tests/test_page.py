@@ -245,8 +245,11 @@ def test_the_chapter_box_gpu_time_speaks_to_a_reader():
 def test_a_figures_versions_are_said_once_per_page():
     out = real_site("{{ figure m02/crossover | one }}\n\n{{ figure m02/host_overhead | two }}")
     lines = re.findall(r'<p class="provenance-line">(.*?)</p>', out)
-    assert len(lines) == 2 and "torch 2.11" in lines[0] and "torch 2.11" not in lines[1]
-    assert "raw data" in lines[1]  # each figure still links its own data
+    assert len(lines) == 2 and all("raw data" in line for line in lines)  # each figure links its own data
+    clauses = [c for line in lines for c in line.split("; ")]
+    said = [m.group(1) for c in clauses if (m := re.search(r" on (NVIDIA [^(]*?, \d{4}-\d\d-\d\d)", c))]
+    assert said and len(said) == len(set(said)), said  # versions and date said once, however many use them
+    assert any("Measured by" in c and " on " not in c for c in clauses), clauses  # later uses name none
 
 
 # ---------------------------------------------------------------- the page machine stays small

@@ -650,7 +650,7 @@ def fair_control(results) -> dict:
 
 def control_steps(results) -> go.Figure:
     """The decode step at batch 1 three ways, each replaying a CUDA graph: the eager model and the
-    compiled one (mode="default") captured by hand, and reduce-overhead. Bars: process 1's median
+    compiled one (mode="default") captured by hand, and reduce-overhead. The bars show process 1's median
     host time per step (whiskers: its 10th to 90th percentile) beside the GPU's busy time per
     profiled step (the kernels' summed durations, median); markers: every process's median step in both
     forced runs. The hover gives the kernels per step and the issue time."""
@@ -710,8 +710,8 @@ def control_steps(results) -> go.Figure:
     fig.update_yaxes(title_text="µs per decode step, batch 1", rangemode="tozero")
     fig.update_layout(
         height=460,
-        margin={"l": 60, "r": 10, "t": 10, "b": 40},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.25},
+        margin=margin(l=60, r=10, t=10, b=40),
+        legend=legend(y=-0.25),
         hovermode="closest",
         barmode="overlay",
     )
