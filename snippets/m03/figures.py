@@ -223,9 +223,7 @@ def speedup(results) -> go.Figure:
     # on a log axis an annotation's y is log10 of the value: 0 puts it on the eager line
     fig.add_annotation(x=0, xref="paper", xanchor="left", y=0, yanchor="top", text="eager = 1×", showarrow=False)
     # ticks at the measured sizes only
-    fig.update_xaxes(
-        type="log", title_text="tokens per forward", tickvals=tokens, ticktext=[f"{t:,}" for t in tokens]
-    )
+    fig.update_xaxes(type="log", title_text="tokens per forward", tickvals=tokens, ticktext=[f"{t:,}" for t in tokens])
     fig.update_yaxes(
         type="log",
         title_text="speedup over eager (×, log scale)",

@@ -168,7 +168,9 @@ def _wrapped(lines: list[str], width: int = 88) -> str:
     for line in lines:
         indent = " " * (len(line) - len(line.lstrip()))
         out.extend(
-            textwrap.wrap(line, width, subsequent_indent=indent + "    ", break_long_words=False, break_on_hyphens=False)
+            textwrap.wrap(
+                line, width, subsequent_indent=indent + "    ", break_long_words=False, break_on_hyphens=False
+            )
             or [line]
         )
     return "\n".join(out)
