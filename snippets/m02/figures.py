@@ -48,12 +48,12 @@ def host_overhead(results):
         hovertemplate="kernel: %{x:.2f} µs of GPU time per kernel in a graph replay<extra></extra>",
     )
     fig.update_layout(
-        xaxis_title="µs per torch.add of 1,024 floats (whiskers: 10th–90th percentile)",
+        xaxis_title="µs per call (host) or per kernel (GPU), 1,024 floats; whiskers: 10th–90th pct.",
         height=440,
         margin=margin(l=10),
         bargap=0.3,
     )
-    fig.update_yaxes(automargin=True, title_text="how torch.add is called")
+    fig.update_yaxes(automargin=True, title_text="what is timed")
     return fig
 
 
@@ -120,7 +120,7 @@ def crossover(results):
         exponentformat="power",
         dtick=1,
     )
-    fig.update_yaxes(type="log", title="µs per op (log scale; whiskers: 10th–90th percentile)")
+    fig.update_yaxes(type="log", title="µs per op (log scale)")
     fig.update_layout(height=520, margin=margin(l=60), legend=legend(-0.18, x=0))
     return fig
 
