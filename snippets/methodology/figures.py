@@ -140,8 +140,8 @@ def drift_figure(results):
             picked = [r for r in rows if r["clock"] == clock]
             fig.add_trace(
                 go.Scatter(
-                    x=[max(r[field], 0.01) for r in picked],
-                    y=[y0 + _jitter(i) for i in range(len(picked))],
+                    x=[float(f"{max(r[field], 0.01):.4g}") for r in picked],  # 4 digits: the page stays light
+                    y=[round(y0 + _jitter(i), 3) for i in range(len(picked))],
                     mode="markers",
                     name=labels[-1],
                     marker={"symbol": "circle" if clock == "host" else "diamond", "size": 6, "opacity": 0.7},
