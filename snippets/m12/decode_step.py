@@ -8,7 +8,7 @@ Each part is captured into its own CUDA graph and timed as a replay (device time
 flushed before each call), all in the same interleaved rounds (bench.gpu_us_each): the LM head alone;
 top-k alone on the float32 logits (both kernels); sampling (temperature, top-k, top-p, multinomial)
 with each top-k; the whole step with each. Each part's share of its step is a per-round ratio: the
-seed's claim that top-k is a visible fraction of a decode step, checked. Also stored: whether both
+claim that top-k is a visible fraction of a decode step, checked. Also stored: whether both
 draw the same logit, and the same token, from the same generator state (the same top 50 in the same
 order of values; tied values may list their tokens in another order).
 
