@@ -9,6 +9,7 @@ one argument, ``results``, an instance of :class:`Results`:
     results.processes(key, hardware=None)  how many processes the result was measured in
     results.keys(hardware=None)          every result key the set holds
     results.hardware_sets()              every set
+    results.forget(key)                  a result read only to look at: not carried, not listed
 
 Where the results come from is a *source*: :class:`Store` reads ``build_results/`` (the site, the
 tests, the notebook generator); :class:`Embedded` holds the documents a notebook carries in a cell,
@@ -98,6 +99,13 @@ class Results:
 
     def hardware_sets(self) -> list[str]:
         return self.source.sets()
+
+    def forget(self, key: str) -> None:
+        """Un-read ``key`` (of the drawn set): a figure that looked at a result and draws nothing of it
+        leaves it out of what a notebook carries and out of the keys the notebook lists."""
+        self.used.pop(key, None)
+        if self.hardware in self.listed:
+            self.listed[self.hardware] = [k for k in self.listed[self.hardware] if k != key]
 
 
 class Store:

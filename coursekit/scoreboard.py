@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 
 from coursekit import results as store
-from coursekit import stats
+from coursekit.stats import paired
 
 # The schema of a race lives with the rest of the schema (coursekit/results.py).
 check_race = store.check_race
@@ -40,7 +40,7 @@ def rows(hardware: str = store.REFERENCE_HARDWARE, results_dir: Path = store.RES
         for i, race in enumerate(doc["data"].get("races", [])):
             check_race(race, f"{path}: data.races.{i}")
             ours, theirs = race["ours"], race["theirs"]
-            ratio, ratio_p10, paired = race_ratio(race)
+            ratio, ratio_p10, is_paired = race_ratio(race)
             out.append(
                 {
                     "name": reader_label(race["name"]),
@@ -50,7 +50,7 @@ def rows(hardware: str = store.REFERENCE_HARDWARE, results_dir: Path = store.RES
                     "unit": ours["unit"],
                     "ratio": ratio,
                     "ratio_p10": ratio_p10,
-                    "paired": paired,
+                    "paired": is_paired,
                     "bar": race["bar"],
                     "meets": ratio >= race["bar"],
                     "hardware": hardware,
@@ -65,9 +65,8 @@ def rows(hardware: str = store.REFERENCE_HARDWARE, results_dir: Path = store.RES
 def race_ratio(race: dict) -> tuple[float, float, bool]:
     """(ratio, its 10th percentile, paired) of one race, theirs / ours: see the module's docstring."""
     ours, theirs = race["ours"], race["theirs"]
-    paired = len(ours.get("rounds", [])) == len(theirs.get("rounds", [])) > 0
-    if paired:
-        per_round = stats.paired(theirs, ours, operator.truediv, "x")
+    if len(ours.get("rounds", [])) == len(theirs.get("rounds", [])) > 0:
+        per_round = paired(theirs, ours, operator.truediv, "x")
         return per_round["median"], per_round["p10"], True
     # ours at its slow end, theirs at its fast end
     return theirs["median"] / ours["median"], theirs["p10"] / ours["p90"], False

@@ -3,8 +3,8 @@ stored results alone (coursekit/scoreboard.py computes each race's ratio, as the
 
 import plotly.graph_objects as go
 
-from coursekit import scoreboard
 from coursekit.plotting import GREEN, ORANGE, legend
+from coursekit.scoreboard import race_ratio, reader_label
 
 # how a race stands against its target, as the data say: its 10th percentile clears the target
 # too, only its median does (the target lies inside the noise), or its median misses it
@@ -30,15 +30,15 @@ def races(results) -> go.Figure:
         doc = results.document(key)
         stored = doc["data"].get("races", [])
         if not stored:
-            results.used.pop(key, None)  # read only to look: the figure draws nothing of it
+            results.forget(key)  # read only to look: the figure draws nothing of it
             continue
         for race in stored:
-            ratio, p10, _ = scoreboard.race_ratio(race)
+            ratio, p10, _ = race_ratio(race)
             chapter = race["chapter"].split("/")[-1][:2]
             rows.append(
                 {
                     "chapter": chapter,
-                    "label": f"{scoreboard.reader_label(race['name'])} vs {scoreboard.reader_label(race['peer'])}",
+                    "label": f"{reader_label(race['name'])} vs {reader_label(race['peer'])}",
                     "ratio": ratio,
                     "p10": p10,
                     "target": race["bar"],
