@@ -15,14 +15,12 @@ PROCESSES = 3  # host-side numbers: the build job runs this snippet in three fre
 NUMEL = 1024  # the same tiny add as host_overhead.py
 CHAIN = 64  # the chain runs CHAIN // 2 turns of mul, add, relu: 96 kernels
 
-
 # --8<-- [end:constants]
 
 
 # --8<-- [start:workloads]
 def workloads(dev: str) -> dict:
-    """What is timed: the tiny add, lean and with the whole eager path, and a chain of CHAIN // 2
-    turns of three such ops. name: (the function, the grad mode it runs under)."""
+    """What is timed, name: (the function, the grad mode it runs under)."""
     a, b = torch.randn(NUMEL, device=dev), torch.randn(NUMEL, device=dev)
     out = torch.empty_like(a)
     a_grad, b_grad = a.clone().requires_grad_(), b.clone().requires_grad_()
