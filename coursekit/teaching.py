@@ -5,7 +5,11 @@ body under it), diagrams and figures, and the ``## Exercises`` section. On it:
 
 - words: every word the reader sees, a measured number counting as one word;
 - measured values: ``{{ key:field }}`` placeholders (stored or computed), not cited constants;
-- the page's diagrams (``<figure class="course-diagram" ...>``) and figures (``{{ figure ... }}``).
+- the page's diagrams (``<figure class="course-diagram" ...>``) and figures (``{{ figure ... }}``);
+- its code listings: the non-blank lines of each fenced block on the main line, an include
+  (``--8<-- "snippets/m08/x.py:section"``) counted as the lines it shows. Readers read listings too,
+  and the main line's word count leaves them out: every listing stays within ``LONGEST_LISTING``
+  lines (longer code is the download), and all of them together within ``listing_lines``.
 
 Reading time is the main line's words at ``WORDS_PER_MINUTE`` plus ``SECONDS_PER_VISUAL`` for each
 figure or diagram. The limits are ``BARS``; ``scripts/bars.py`` prints every chapter against them, and
@@ -18,8 +22,9 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
-from coursekit.page.grammar import PLACEHOLDER, is_value, kind_of, strip_fences
+from coursekit.page.grammar import PLACEHOLDER, fenced, is_value, kind_of, strip_fences
 
 WORDS_PER_MINUTE = 200
 SECONDS_PER_VISUAL = 20
@@ -30,7 +35,12 @@ BARS = {  # name: (comparison, limit)
     "diagrams": (">=", 2),
     "figures": (">=", 2),
     "minutes": ("<=", 18),
+    "longest_listing": ("<=", 30),
+    "listing_lines": ("<=", 90),
 }
+ROOT = Path(__file__).resolve().parent.parent
+INCLUDE = re.compile(r'^\s*--8<--\s+"(?P<path>[^":]+)(?::(?P<section>[^"]+))?"\s*$')
+SECTION_MARK = re.compile(r"--8<--\s*\[(?P<edge>start|end):(?P<name>[^\]]+)\]")
 
 EXERCISES = re.compile(r"^## Exercises[ \t]*$", re.M)
 COLLAPSED = re.compile(r"^(?P<indent>[ \t]*)\?\?\?(?!\+)[ \t]+\w")  # ??? closed; ???+ opens expanded: main line
@@ -76,6 +86,44 @@ def _words(text: str) -> int:
     return len(WORD.findall(text))
 
 
+def _included(line: str, root: Path) -> list[str]:
+    """The lines an include line shows: a file's section between its ``[start:name]`` and
+    ``[end:name]`` markers, or the whole file; marker lines are not shown. ValueError names a
+    missing file or section."""
+    m = INCLUDE.match(line)
+    path = root / m["path"]
+    if not path.is_file():
+        raise ValueError(f"{line.strip()}: no file {path}")
+    lines, out, inside = path.read_text().splitlines(), [], m["section"] is None
+    found = inside
+    for ln in lines:
+        mark = SECTION_MARK.search(ln)
+        if mark:
+            if mark["name"] == m["section"]:
+                inside, found = mark["edge"] == "start", True
+            continue
+        if inside:
+            out.append(ln)
+    if not found:
+        raise ValueError(f"{line.strip()}: {path} has no section {m['section']!r}")
+    return out
+
+
+def listings(main: str, root: Path = ROOT) -> list[int]:
+    """The non-blank lines each fenced block of ``main`` shows, includes expanded, in order."""
+    lines = main.split("\n")
+    sizes, shown, inside = [], 0, False
+    for line, code in zip(lines, fenced(lines)):
+        if code and not inside:  # the opening fence
+            inside, shown = True, 0
+        elif code and inside and re.match(r"^[ \t]*(`{3,}|~{3,})[ \t]*$", line):  # the closing fence
+            inside = False
+            sizes.append(shown)
+        elif code:
+            shown += sum(1 for ln in _included(line, root) if ln.strip()) if INCLUDE.match(line) else bool(line.strip())
+    return sizes
+
+
 @dataclass
 class Bars:
     words: int
@@ -83,6 +131,15 @@ class Bars:
     collapsed_words: int
     diagrams: int
     figures: int
+    listing_sizes: tuple[int, ...] = ()
+
+    @property
+    def longest_listing(self) -> int:
+        return max(self.listing_sizes, default=0)
+
+    @property
+    def listing_lines(self) -> int:
+        return sum(self.listing_sizes)
 
     @property
     def minutes(self) -> float:
@@ -105,12 +162,14 @@ class Bars:
         return out
 
 
-def measure(markdown_text: str) -> Bars:
-    """The teaching bars of one chapter's Markdown source."""
+def measure(markdown_text: str, root: Path = ROOT) -> Bars:
+    """The teaching bars of one chapter's Markdown source (includes read under ``root``)."""
+    raw_main, _ = split_collapsed(EXERCISES.split(markdown_text, maxsplit=1)[0])
     text = strip_fences(markdown_text)
     text = EXERCISES.split(text, maxsplit=1)[0]
     main, boxed = split_collapsed(text)
     return Bars(
+        listing_sizes=tuple(listings(raw_main, root)),
         words=_words(main),
         values=sum(1 for m in PLACEHOLDER.finditer(FIGURE_BLOCK.sub(" ", main)) if is_value(m["body"])),
         collapsed_words=_words(strip_fences(boxed)),

@@ -39,6 +39,32 @@ def test_teaching_edition_names_real_chapters():
     assert set(TEACHING_EDITION) <= known, set(TEACHING_EDITION) - known
 
 
+def test_listings_count_what_each_main_line_block_shows(tmp_path):
+    """A listing counts its non-blank lines, an include the lines of its section (markers not
+    shown); blocks in a collapsed box or the exercises are not on the main line."""
+    (tmp_path / "s.py").write_text("import os\n# --8<-- [start:a]\nx = 1\n\ny = 2\n# --8<-- [end:a]\nz = 3\n")
+    page = (
+        'Text.\n\n```python\n--8<-- "s.py:a"\nprint(x)\n```\n\n```text\none\n\ntwo\n```\n\n'
+        '??? note "Box"\n    ```python\n    boxed = 1\n    ```\n\n'
+        "## Exercises\n\n```python\nexercise = 1\n```\n"
+    )
+    bars = teaching.measure(page, root=tmp_path)
+    assert bars.listing_sizes == (3, 2)
+    assert (bars.longest_listing, bars.listing_lines) == (3, 5)
+    whole = teaching.measure('```python\n--8<-- "s.py"\n```\n', root=tmp_path)
+    assert whole.listing_sizes == (4,)  # the whole file, its two marker lines not shown
+
+
+def test_a_long_listing_misses_its_bar_and_a_bad_include_is_named(tmp_path):
+    (tmp_path / "long.py").write_text("".join(f"line_{i} = {i}\n" for i in range(31)))
+    bars = teaching.measure('```python\n--8<-- "long.py"\n```\n', root=tmp_path)
+    assert any(m.startswith("longest_listing 31") for m in bars.misses()), bars.misses()
+    with pytest.raises(ValueError, match="has no section 'nope'"):
+        teaching.measure('```python\n--8<-- "long.py:nope"\n```\n', root=tmp_path)
+    with pytest.raises(ValueError, match="no file"):
+        teaching.measure('```python\n--8<-- "missing.py:a"\n```\n', root=tmp_path)
+
+
 PAGE = """# A chapter
 
 Two words, then a number {{ m02/crossover:floor_us | .1f }} and a cited {{ cited 4.8 TB/s | datasheet }}.
