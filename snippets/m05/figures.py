@@ -179,21 +179,22 @@ def op_counts(results) -> go.Figure:
     output (generated kernels and library calls) in orange and brown."""
     ladder, kernels, export = results("m05/ladder"), results("m05/kernels"), results("m05/export")
     levels = ladder["levels"]
-    graph_rows = [  # (label, count), top to bottom; forward only unless the label says otherwise
+    graph_rows = [  # (label, count), torch.compile's rungs top to bottom, then torch.export's
         ("Dynamo FX graph", levels["dynamo"]["ops"]),
-        ("torch.export", export["exported"]["ops"]),
-        ("torch.export, core ATen", export["core_aten"]["ops"]),
+        ("AOTAutograd joint (fw + bw)", levels["joint"]["ops"]),
+        ("joint, core ATen table (fw + bw)", levels["joint_core_aten"]["ops"]),
         ("AOTAutograd forward", levels["forward"]["ops"]),
         ("AOTAutograd backward", levels["backward"]["ops"]),
-        ("AOTAutograd joint (fw + bw)", levels["joint"]["ops"]),
-        ("joint, core ATen (fw + bw)", levels["joint_core_aten"]["ops"]),
         ("Inductor IR nodes (fw + bw)", kernels["ir_nodes_before_fusion"]),
+        ("torch.export", export["exported"]["ops"]),
+        ("torch.export, core ATen", export["core_aten"]["ops"]),
     ]
     inductor_rows = [
         ("Inductor code, forward", "forward"),
         ("Inductor code, backward", "backward"),
     ]
-    order = [label for label, _ in graph_rows] + [label for label, _ in inductor_rows]
+    order = [label for label, _ in graph_rows[:6]] + [label for label, _ in inductor_rows]
+    order += [label for label, _ in graph_rows[6:]]
     fig = go.Figure()
     fig.add_bar(
         y=[label for label, _ in graph_rows],

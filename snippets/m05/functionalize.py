@@ -33,6 +33,10 @@ def traced(fn, x, functional: bool) -> torch.fx.GraphModule:
     return make_fx(torch.func.functionalize(fn) if functional else fn)(x)
 
 
+# --8<-- [end:trace]
+
+
+# --8<-- [start:inspect]
 def operators(gm: torch.fx.GraphModule) -> list[str]:
     """The ATen operators a graph calls, in order."""
     return [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
@@ -44,7 +48,7 @@ def mutating(gm: torch.fx.GraphModule) -> list[str]:
     return [str(t) for t in calls if getattr(t, "_schema", None) is not None and t._schema.is_mutable]
 
 
-# --8<-- [end:trace]
+# --8<-- [end:inspect]
 
 
 def measure(small: bool = False) -> dict:

@@ -53,6 +53,10 @@ def count_ops(graph: torch.fx.Graph) -> dict:
     return {"ops": len(calls), "distinct": len({str(n.target) for n in calls})}
 
 
+# --8<-- [end:count]
+
+
+# --8<-- [start:capture]
 def capture(model, x, decompositions=None, partitioner=min_cut_rematerialization_partition) -> dict:
     """Compile model with a backend that keeps, instead of compiling, the graph Dynamo captured,
     the joint graph AOTAutograd traced and the forward and backward graphs the partitioner cut it
@@ -79,7 +83,7 @@ def capture(model, x, decompositions=None, partitioner=min_cut_rematerialization
     return graphs
 
 
-# --8<-- [end:count]
+# --8<-- [end:capture]
 
 
 def measure(small: bool = False) -> dict:
