@@ -15,17 +15,19 @@ KiB, MiB, GiB = 2**10, 2**20, 2**30
 
 # --8<-- [start:constants]
 # torch 2.11: c10/core/AllocatorConfig.h, namespace c10::CachingAllocator (earlier releases had them at
-# the top of c10/cuda/CUDACachingAllocator.cpp, with the same values and comments)
-K_MIN_BLOCK_SIZE = 512  # "all sizes are rounded to at least 512 bytes"
-K_SMALL_SIZE = 1048576  # "largest "small" allocation is 1 MiB"
-K_SMALL_BUFFER = 2097152  # ""small" allocations are packed in 2 MiB blocks"
-K_MIN_LARGE_ALLOC = 10485760  # "allocations between 1 and 10 MiB may use kLargeBuffer"
-K_ROUND_LARGE = 2097152  # "round up large allocations to 2 MiB"
+# the top of c10/cuda/CUDACachingAllocator.cpp, with the same values and comments).
 # kLargeBuffer, "large" allocations may be packed in 20 MiB blocks: in torch 2.11 the default of
 # AcceleratorAllocatorConfig::large_segment_size_ (c10/core/AllocatorConfig.h), which the
 # PYTORCH_ALLOC_CONF key large_segment_size_mb changes; expandable segments map the large pool in
 # pages of this size and the small pool in pages of kSmallBuffer.
-K_LARGE_BUFFER = 20971520
+# --8<-- [start:sizes]
+K_MIN_BLOCK_SIZE = 512  # every request is rounded up to a multiple of this
+K_SMALL_SIZE = 1048576  # the largest "small" request: 1 MiB
+K_SMALL_BUFFER = 2097152  # a small-pool segment: 2 MiB
+K_MIN_LARGE_ALLOC = 10485760  # from 1 to 10 MiB, requests share 20 MiB segments
+K_ROUND_LARGE = 2097152  # larger ones get their own, rounded up to 2 MiB
+K_LARGE_BUFFER = 20971520  # the shared large-pool segment: 20 MiB
+# --8<-- [end:sizes]
 CONSTANTS = {
     "kMinBlockSize": K_MIN_BLOCK_SIZE,
     "kSmallSize": K_SMALL_SIZE,
@@ -38,18 +40,19 @@ CONSTANTS = {
 
 
 # --8<-- [start:rules]
+# --8<-- [start:placement]
 def round_size(nbytes: int) -> int:
-    """The block a request gets: a multiple of 512 bytes (roundup_power2_divisions unset)."""
+    """The block a request gets: a multiple of 512 bytes."""
     return max(K_MIN_BLOCK_SIZE, -(-nbytes // K_MIN_BLOCK_SIZE) * K_MIN_BLOCK_SIZE)
 
 
 def pool_of(size: int) -> str:
-    """Blocks of up to 1 MiB live in the small pool, larger ones in the large pool."""
+    """Blocks of up to 1 MiB live in the small pool, larger ones in the large."""
     return "small" if size <= K_SMALL_SIZE else "large"
 
 
 def allocation_size(size: int) -> int:
-    """What one cudaMalloc asks for when no cached block fits: a segment to split later."""
+    """What one cudaMalloc asks for when no cached block fits: a segment."""
     if size <= K_SMALL_SIZE:
         return K_SMALL_BUFFER
     if size < K_MIN_LARGE_ALLOC:
@@ -58,12 +61,13 @@ def allocation_size(size: int) -> int:
 
 
 def should_split(pool: str, remaining: int, expandable: bool = False) -> bool:
-    """Is the rest of a block, past the request, cut off as a free block? (max_split_size unset)"""
+    """Is the rest of a block, past the request, cut off as a free block?"""
     if pool == "small" or expandable:
         return remaining >= K_MIN_BLOCK_SIZE
-    return remaining > K_SMALL_SIZE  # a large block keeps a remainder of up to 1 MiB as slack
+    return remaining > K_SMALL_SIZE  # a large block keeps up to 1 MiB as slack
 
 
+# --8<-- [end:placement]
 def format_size(nbytes: int) -> str:
     """The allocator's format_size, as its out-of-memory message prints sizes."""
     if nbytes <= KiB:

@@ -10,6 +10,7 @@ rounds are taken round by round (``coursekit.stats.paired``); nothing here impor
 """
 
 import math
+import textwrap
 
 import plotly.graph_objects as go
 
@@ -130,7 +131,7 @@ def alloc_cost(results) -> go.Figure:
     series = (
         ("uncached", "uncached: empty_cache() first, so a cudaMalloc", lambda p: p["host_us"]["uncached"]),
         ("cached", "cached: a free block of that size waits in the cache", lambda p: p["host_us"]["cached"]),
-        ("floor", "no call: the two synchronisations alone", lambda p: p["host_us"]["floor"]),
+        ("floor", "no call: only the two synchronisations around it", lambda p: p["host_us"]["floor"]),
         ("steady", "in a loop: allocate and free, back to back", lambda p: p["alloc_free_us"]),
     )
     for key, name, pick in series:
@@ -153,6 +154,17 @@ def alloc_cost(results) -> go.Figure:
                 "<extra>" + name + "</extra>",
             )
         )
+    empty0 = data["no_allocation_us"]
+    fig.add_trace(  # the loop's baseline: the same loop around a tensor with no memory
+        go.Scatter(
+            x=[sizes[0], sizes[-1]],
+            y=[empty0["median"]] * 2,
+            mode="lines",
+            name="in a loop: torch.empty(0), no memory at all",
+            line={"color": "black", "dash": "dash", "width": 1},
+            hovertemplate="torch.empty(0) in the same loop: %{y:.2f} µs (median)<extra></extra>",
+        )
+    )
     c = data["constants"]
     # on a log axis a shape takes the value itself and an annotation its log10; the two names sit on
     # the far sides of their lines, so that they cannot run into each other at any width
@@ -232,7 +244,7 @@ def free_sync(results) -> go.Figure:
     keys = list(SYNC_CASES)
     for stream, color, name in (
         ("idle", BLUE, "device idle"),
-        ("busy", ORANGE, "behind a queued kernel (the launch included)"),
+        ("busy", ORANGE, "behind a kernel queued just before (queuing it included)"),
     ):
         s = [_sync_case(data, k, stream)["returned_us"] for k in keys]
         mids = [x["median"] for x in s]
@@ -257,6 +269,17 @@ def free_sync(results) -> go.Figure:
         yanchor="bottom",
         xanchor="right",
         text=f"the queued kernel's device time, {sleep:,.0f} µs",
+        showarrow=False,
+    )
+    launch = data["sleep_launch_us"]["median"]
+    fig.add_vline(x=launch, line_dash="dot", line_color="black", opacity=0.6)
+    fig.add_annotation(
+        x=math.log10(launch),
+        y=1.0,
+        yref="paper",
+        yanchor="bottom",
+        xanchor="left",
+        text=f"queuing that kernel alone, {launch:,.0f} µs",
         showarrow=False,
     )
     fig.update_yaxes(autorange="reversed", automargin=True, title_text="call")
@@ -299,9 +322,12 @@ def oom(results) -> dict:
     default = _config(data, "default")
     expandable = _config(data, "expandable_segments:True")
     message = default["message"] or ""
-    for mark in (". ", "; "):  # a line per clause, as the page reads them
+    for mark in (". ", "; ", ", and "):  # a line per clause, as the page reads them
         message = message.replace(mark, mark.strip() + "\n")
-    message = "\n".join(line.strip() for line in message.splitlines())
+    message = "\n".join(
+        textwrap.fill(line.strip(), 72, break_long_words=False, break_on_hyphens=False)
+        for line in message.splitlines()
+    )
     b = default["before_request"]
     page, piece, pieces = data["page_bytes"], data["piece_bytes"], data["pieces"]
     holes = range(0, pieces, 2)  # the workload frees every other piece, from the first
@@ -487,26 +513,21 @@ def timeline(results) -> go.Figure:
         if i == len(events) or events[i]["phase"] != events[start]["phase"]:
             spans.append((events[start]["phase"], start, i - 1))
             start = i
-    top = max(e["reserved_bytes"] for e in events) / MiB
     for n, (phase, lo, hi) in enumerate(spans):
         fig.add_vrect(
             x0=lo - 0.5, x1=hi + 0.5, fillcolor="grey", opacity=0.08 if n % 2 else 0.0, line_width=0, layer="below"
         )
-        short = phase.replace("step ", "s").replace(" zero_grad", " zero").replace(" optimizer", " opt.")
-        short = short.replace(" forward", " fwd").replace(" backward", " bwd")
-        fig.add_annotation(  # three rows of names, so that short phases' names do not collide
-            x=(lo + hi) / 2,
-            y=top * (1.03 + 0.07 * (n % 3)),
-            text=short,
-            showarrow=False,
-            font={"size": 10},
-        )
-    fig.update_xaxes(title_text="allocator event, in order (alloc, free, segment_alloc, segment_free)")
-    fig.update_yaxes(title_text="MiB", range=[0, top * 1.22])  # room above the lines for the phases' names
+    fig.update_xaxes(  # each phase named once, under its band
+        title_text="the allocator's events, in the order they happened, grouped by training phase",
+        tickvals=[(lo + hi) / 2 for _, lo, hi in spans],
+        ticktext=[phase for phase, _, _ in spans],
+        tickangle=-45,
+    )
+    fig.update_yaxes(title_text="MiB", rangemode="tozero")
     fig.update_layout(
-        height=460,
-        margin=margin(l=60, t=30),
-        legend=legend(-0.2),
+        height=500,
+        margin=margin(l=60, t=20),
+        legend=legend(-0.5),
         hovermode="x unified",
     )
     return fig
@@ -596,7 +617,13 @@ def runs(results) -> dict:
     for run, hardware in RUNS.items():
         on = _OnSet(results, hardware)
         c = cost(on)
-        steps = step_arithmetic(on)["all_uncached_over_step"]
+        arithmetic = step_arithmetic(on)
+        steps = arithmetic["all_uncached_over_step"]
+        # the same arithmetic in each process: its own 1 MiB price and its own step (the n-th process of
+        # one snippet beside the n-th of the other; the processes, not the runs, are what differ)
+        prices = [_by_size(d)[_size_key(MiB)]["cudamalloc_extra_us"]["median"] for d in _every_process(on, "m08/alloc_cost")]
+        step_medians = [d["step_us"]["off"]["median"] for d in _every_process(on, "m08/timeline")]
+        ratios = [arithmetic["allocs"] * a / b for a, b in zip(prices, step_medians)]
         out[run] = {
             "steady_us_lo": c["steady_us_lo"],
             "steady_us_hi": c["steady_us_hi"],
@@ -606,11 +633,24 @@ def runs(results) -> dict:
             "step_ratio_median": steps["median"],
             "step_ratio_p10": steps["p10"],
             "step_ratio_p90": steps["p90"],
+            "step_ratio_lo": min(ratios),
+            "step_ratio_hi": max(ratios),
+            "malloc_1MiB_us_lo": min(prices),
+            "malloc_1MiB_us_hi": max(prices),
+            "step_us_lo": min(step_medians),
+            "step_us_hi": max(step_medians),
             "request_over_oom": oom(on)["request_over_oom"]["median"],
         }
     first, second = out["first"], out["second"]
     out["both"] = {  # the envelope of the two runs, for a sentence that quotes one range for both
         k: (min if k.endswith("_lo") else max)(first[k], second[k])
-        for k in ("steady_us_lo", "steady_us_hi", "cudamalloc_extra_us_lo", "cudamalloc_extra_us_hi")
+        for k in (
+            "steady_us_lo",
+            "steady_us_hi",
+            "cudamalloc_extra_us_lo",
+            "cudamalloc_extra_us_hi",
+            "step_ratio_lo",
+            "step_ratio_hi",
+        )
     }
     return out
