@@ -5,11 +5,13 @@ and records the operations; eager PyTorch runs the same Python on real numbers, 
 Runs on a CPU in a few seconds: python _tracing_demo.py
 """
 
+# --8<-- [start:setup]
 import jax
 import jax.numpy as jnp
 import torch
 
 jax.config.update("jax_platforms", "cpu")  # a printout, not a measurement: the CPU is enough
+# --8<-- [end:setup]
 
 
 # --8<-- [start:print]

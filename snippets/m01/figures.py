@@ -169,3 +169,60 @@ def step_facts(results) -> dict:
             else {}
         ),
     }
+
+
+def gemm_share(results) -> dict:
+    """The large step's rate as a share of the GEMM reference (as the step-time figure's hover gives it):
+    each variant's TFLOP/s (exact FLOP count over the step's host-clock time) over the fastest bf16
+    matrix product's TFLOP/s on the device clock (methodology/ceilings). No measurement of its own."""
+    peak = results("methodology/ceilings")["gemm"]["TFLOPs"]["median"]
+    large = results("m01/train_step")["configs"]["large_mlp"]["variants"]
+    return {f"{name}_large": v["TFLOPs"]["median"] / peak for name, v in large.items()}
+
+
+def train_step_time_by_size(results):
+    """Steady time per training step, one panel per size with its own axis from zero, so that the large
+    step's three markers stand apart; the hover gives the share of the GEMM reference each reaches."""
+    d = results("m01/train_step")
+    gemm = results("methodology/ceilings")["gemm"]
+    peak = gemm["TFLOPs"]["median"]
+    configs = _configs(d)
+    fig = make_subplots(rows=1, cols=len(configs), horizontal_spacing=0.18)
+    short = {"eager": "eager", "torch_compile": "torch.compile", "jax_jit": "jax.jit"}
+    symbol = {"eager": "circle", "torch_compile": "square", "jax_jit": "diamond"}
+    for col, c in enumerate(configs, start=1):
+        highs = []
+        for name, label in VARIANTS.items():
+            v = c["variants"][name]
+            s, tf = v["step_us"], v["TFLOPs"]["median"]
+            highs.append(s["p90"])
+            fig.add_scatter(
+                x=[short[name]],
+                y=[s["median"]],
+                mode="markers",
+                name=label,
+                showlegend=False,  # the axis names each marker
+                row=1,
+                col=col,
+                hovertext=[
+                    f"{label}: {s['median']:,.0f} µs per step (p10 {s['p10']:,.0f}, p90 {s['p90']:,.0f})<br>"
+                    f"{tf:.3g} TFLOP/s = {tf / peak:.1%} of the fastest {gemm['dtype']} matrix product's rate "
+                    f"({peak:.4g}, device clock, methodology page)"
+                ],
+                hoverinfo="text",
+                marker=dict(color=COLOR[name], size=11, symbol=symbol[name]),
+                error_y=dict(
+                    type="data",
+                    symmetric=False,
+                    array=[s["p90"] - s["median"]],
+                    arrayminus=[s["median"] - s["p10"]],
+                    thickness=1.5,
+                    width=6,
+                ),
+            )
+        fig.update_yaxes(range=[0, max(highs) * 1.1], row=1, col=col)
+        # each panel named under its axis, short enough for a phone (the sizes are in the caption)
+        fig.update_xaxes(title_text=("small step", "large step")[col - 1] if len(configs) == 2 else _title(c), row=1, col=col)
+    fig.update_yaxes(title_text="µs per training step", row=1, col=1)
+    fig.update_layout(height=380, margin=margin(), hovermode="closest")
+    return fig
