@@ -476,3 +476,77 @@ def shift_fix(results) -> go.Figure:
         bargap=0.3,
     )
     return fig
+
+
+# ---------------------------------------------------------------- loop ordering after fusion
+
+REORDER_CASES = {  # case in m06/loop_order: label
+    "sum_and_t": "x.sum(-1) beside x.t().contiguous()",
+    "out_and_add_t": "b = y * 3 an output, x + b.t()",
+}
+
+
+def reordering(results) -> dict:
+    """m06/loop_order by case, each case's two settings under ``on`` (loop ordering after fusion,
+    the default) and ``off``: ``kernels``, ``MiB`` (the bytes Inductor counts), ``time_us``. Per
+    case: ``saved_MiB`` (off minus on, exact) and ``time_ratio``, on over off with the worst case
+    of both spreads (1 within it: the same time)."""
+    lo = results("m06/loop_order")
+    out = {"n": lo["n"], "tensor_MiB": lo["tensor_bytes"] / 2**20}
+    for case in REORDER_CASES:
+        c = {}
+        for setting, name in (("on", "reorder"), ("off", "no_reorder")):
+            v = lo["cases"][f"{case}/{name}"]
+            c[setting] = {"kernels": v["kernel_count"], "MiB": v["inductor_bytes"] / 2**20, "time_us": v["time_us"]}
+        c["saved_MiB"] = c["off"]["MiB"] - c["on"]["MiB"]
+        c["time_ratio"] = _quotient(c["on"]["time_us"], c["off"]["time_us"])
+        out[case] = c
+    return out
+
+
+def loop_reorder(results) -> go.Figure:
+    """Per case and setting: the bytes Inductor counts (top) and the device time per call (bottom),
+    each bar labelled with its kernel count."""
+    from plotly.subplots import make_subplots
+
+    d = reordering(results)
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.2, subplot_titles=("MiB counted", "device µs per call"))
+    for setting, name in (("off", "loop ordering after fusion off"), ("on", "on (the default)")):
+        labels = [REORDER_CASES[c] for c in REORDER_CASES]
+        kernels = [d[c][setting]["kernels"] for c in REORDER_CASES]
+        text = [f"{k} kernel{'s' if k != 1 else ''}" for k in kernels]
+        fig.add_trace(
+            go.Bar(
+                y=labels,
+                x=[d[c][setting]["MiB"] for c in REORDER_CASES],
+                orientation="h",
+                name=name,
+                legendgroup=setting,
+                text=text,
+                textposition="inside",
+                hovertemplate="%{y}, " + name + ": %{x:,.0f} MiB counted, %{text}<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
+        summaries = [d[c][setting]["time_us"] for c in REORDER_CASES]
+        fig.add_trace(
+            go.Bar(
+                y=labels,
+                x=[s["median"] for s in summaries],
+                orientation="h",
+                name=name,
+                legendgroup=setting,
+                showlegend=False,
+                error_x=_err(summaries),
+                text=text,
+                textposition="inside",
+                hovertemplate="%{y}, " + name + ": %{x:.1f} µs per call, %{text}<extra></extra>",
+            ),
+            row=2,
+            col=1,
+        )
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_xaxes(rangemode="tozero")
+    fig.update_layout(barmode="group", height=460, margin=margin(l=10, t=40), legend=legend(-0.12, whiskers=True))
+    return fig
