@@ -21,6 +21,7 @@ TEACHING_EDITION: list[str] = [  # chapters rewritten to the teaching edition, o
     "part-j/02-eager-per-op.md",
     "part-j/03-graph-mode.md",
     "part-k/04-dynamo.md",
+    "part-k/05-ir-ladder.md",
     "part-l/08-caching-allocator.md",
     "part-l/09-cuda-graphs.md",
 ]
