@@ -20,6 +20,7 @@ STEPS = [4, 16, 64, 256]
 
 
 # --8<-- [start:chain]
+# --8<-- [start:chain_fn]
 def chain(steps: int):
     """A function of steps matmul-tanh-add steps: Dynamo unrolls the loop into 3 * steps operations."""
 
@@ -31,6 +32,7 @@ def chain(steps: int):
     return run
 
 
+# --8<-- [end:chain_fn]
 def first_call_s(fn, x, w, backend: str, cold: bool = True) -> tuple[float, int]:
     """Seconds for the first call of torch.compile(fn) (Inductor's and Triton's on-disk caches empty
     when cold), and the number of operations Dynamo put in the graph."""

@@ -15,6 +15,7 @@ the frame hook runs the same tree from C++ on the frame's locals. So "rest_us" (
 minus the two) also carries their differences, of a sign that was not measured.
 """
 
+import math
 import textwrap
 
 import plotly.graph_objects as go
@@ -376,12 +377,18 @@ def compile_time(results) -> go.Figure:
             )
         )
     fig.update_xaxes(type="log", title_text="operations Dynamo captured (a matmul, a tanh and an add per step)")
-    ticks = [0.03, 0.1, 0.3, 1, 3, 10]
+    ticks = [0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30]
+    seconds = [y for trace in fig.data for y in trace.y]
+    # the axis runs from the tick below the lowest point to the tick above the highest, so the
+    # highest point sits below a labelled tick, never above the last one shown
+    low = max([t for t in ticks if t <= min(seconds)], default=ticks[0])
+    high = min([t for t in ticks if t >= max(seconds)], default=ticks[-1])
     fig.update_yaxes(
         type="log",
         title_text="first call, seconds, cold caches (one compile each)",
         tickvals=ticks,
         ticktext=[f"{t:g}" for t in ticks],
+        range=[math.log10(low), math.log10(high)],
     )
     fig.update_layout(
         legend=legend(-0.2),
@@ -430,3 +437,56 @@ def compile_runs(results) -> dict:
             "total_ms_per_op": stages["ms_per_op"]["total_s"],
         }
     return out
+
+
+def _per_run(results, compute) -> dict:
+    """``compute(results)`` on each of the build's two forced runs, by name (``first``, ``second``)."""
+    out = {}
+    for name, hardware in RUNS.items():
+
+        def pinned(key, hardware_=None, process=None, hardware=hardware):
+            return results(key, hardware=hardware_ or hardware, process=process)
+
+        out[name] = compute(pinned)
+    return out
+
+
+def guard_line(results) -> dict:
+    """Exercise 1's prediction, per run (``first``, ``second``): the straight line through the
+    sweep's medians at 1 and 100 tensors, extended to the largest count (1,000), for the guard
+    check alone and for eager's call, beside the medians measured there. Computed on each process's
+    data, so ``| range`` spans the processes."""
+
+    def line(pinned) -> dict:
+        sweep = {p["tensors"]: p for p in pinned("m04/guards")["sweep"]}
+        small, middle, large = sweep[1], sweep[100], sweep[max(sweep)]
+        out = {"tensors": large["tensors"]}
+        for variant in ("guards_alone", "eager"):
+            a, b = (p["host_us"][variant]["median"] for p in (small, middle))
+            slope = (b - a) / (middle["tensors"] - small["tensors"])
+            out[f"{variant}_us"] = a + slope * (large["tensors"] - small["tensors"])
+            out[f"{variant}_measured_us"] = large["host_us"][variant]["median"]
+            out[f"{variant}_measured_over_line"] = out[f"{variant}_measured_us"] / out[f"{variant}_us"]
+        return out
+
+    return _per_run(results, line)
+
+
+def bigger_chain(results) -> dict:
+    """Exercise 4's prediction, per run (``first``, ``second``): the first call of a chain of 1,024
+    steps, from the straight line through the two largest graphs' first calls (default backend),
+    extended; and the operations that graph has and adds (single cold compiles)."""
+
+    def predict(pinned) -> dict:
+        points = pinned("m04/compile_time")["points"]
+        before, last = points[-2], points[-1]
+        ops = 1024 * last["ops"] // last["steps"]  # the same operations per step as every graph measured
+        total = {p["ops"]: p["first_call_s"]["inductor"]["median"] for p in (before, last)}
+        per_op = (total[last["ops"]] - total[before["ops"]]) / (last["ops"] - before["ops"])
+        return {
+            "ops": ops,
+            "extra_ops": ops - last["ops"],
+            "first_call_s": total[last["ops"]] + per_op * (ops - last["ops"]),
+        }
+
+    return _per_run(results, predict)

@@ -53,6 +53,7 @@ WARNINGS_LOG = "torch._dynamo.convert_frame"  # where the recompile-limit warnin
 
 
 # --8<-- [start:explain]
+# --8<-- [start:noisy_branch]
 def noisy_branch(x):
     y = x * 2
     print("  (from noisy_branch) y's norm:", y.norm())  # Python I/O, not a tensor operation: a graph break
@@ -61,6 +62,7 @@ def noisy_branch(x):
     return y - 1
 
 
+# --8<-- [end:noisy_branch]
 def explain_breaks(x) -> dict:
     """How many graphs Dynamo captures from noisy_branch, and why it broke where it did."""
     report = torch._dynamo.explain(noisy_branch)(x)
