@@ -39,7 +39,8 @@ D, ROWS = 1024, 8
 
 # --8<-- [start:pools]
 def two_temporaries(t):
-    return (t * 2 + 1).sum()  # t * 2 and t * 2 + 1: two tensors of t's size, both freed before the end
+    # t * 2 and t * 2 + 1: two tensors of t's size, both freed before the end
+    return (t * 2 + 1).sum()
 
 
 def pools(shared: bool) -> dict:

@@ -59,7 +59,8 @@ def captured(fn, x, n: int):
         start = time.perf_counter()
         graph = StandInGraph(lambda t: fn(t, n), (x,))
         return graph, (time.perf_counter() - start) * 1e6, 0.0
-    graph = torch.cuda.CUDAGraph(keep_graph=True)  # capture_end() then leaves instantiation to us
+    # capture_end() then leaves instantiation to us
+    graph = torch.cuda.CUDAGraph(keep_graph=True)
     start = time.perf_counter()
     with torch.cuda.graph(graph):
         fn(x, n)

@@ -36,22 +36,29 @@ PROCESSES = 1  # the facts (values, messages, offsets) are deterministic; the on
 def capture(fn, *static_inputs, pool=None, warmup: int = 3):
     """Record fn(*static_inputs) once: (graph, static_outputs). graph.replay() reruns the recorded
     kernels on the same memory: it reads static_inputs' storage and overwrites static_outputs'."""
-    if not static_inputs[0].is_cuda:
+    if not static_inputs[0].is_cuda:  # a CPU has no CUDA graphs: the stand-in below
         graph = StandInGraph(fn, static_inputs)
         return graph, graph.outputs
-    side = torch.cuda.Stream()  # warm up outside the capture, on a side stream (torch.cuda.graph's docs):
-    side.wait_stream(torch.cuda.current_stream())  # one-off set-up (loading kernels, the cuBLAS handle) unrecorded
+    # warm up outside the capture, on a side stream (torch.cuda.graph's docs),
+    # so that one-off set-up (loading kernels, the cuBLAS handle) is not recorded
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(warmup):
             fn(*static_inputs)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    # the capture stream's cuBLAS workspace is made during the capture, from the graph's pool
-    with torch.cuda.graph(graph, pool=pool):  # kernels are recorded, not run
+    # kernels are recorded, not run; the capture stream's cuBLAS
+    # workspace is made during the capture, from the graph's pool
+    with torch.cuda.graph(graph, pool=pool):
         static_outputs = fn(*static_inputs)
     return graph, static_outputs
 
 
+# --8<-- [end:capture]
+
+
+# --8<-- [start:standin]
 class NoHostReads(TorchDispatchMode):
     """The stand-in's capture: reading a tensor's value on the host is refused, as in a real capture."""
 
@@ -75,7 +82,7 @@ class StandInGraph:
             kept.copy_(new)
 
 
-# --8<-- [end:capture]
+# --8<-- [end:standin]
 
 
 # --8<-- [start:stale]
@@ -87,14 +94,16 @@ def stale_input(dev: str) -> dict:
     """Capture affine on a static input, then feed it the next batch two ways."""
     static_x = torch.zeros(8, device=dev)
     graph, static_y = capture(affine, static_x)
-    captured_x = static_x  # (the graph keeps no reference to its input: we must)
+    captured_x = static_x  # the graph keeps no reference to its input: we must
     batch = torch.arange(8.0, device=dev)
 
-    static_x = batch  # noqa: F841 - wrong: a new tensor under the old name; the graph reads the old memory
+    # wrong: a new tensor under the old name; the graph reads the old memory
+    static_x = batch  # noqa: F841
     graph.replay()
     after_rebinding = static_y.tolist()
 
-    captured_x.copy_(batch)  # right: the new data copied into the captured memory
+    # right: the new data copied into the captured memory
+    captured_x.copy_(batch)
     graph.replay()
     return {
         "expected": affine(batch).tolist(),

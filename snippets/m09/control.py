@@ -40,7 +40,7 @@ from torch.profiler import ProfilerActivity, profile
 from coursekit.bench import device_name, host_us_rounds, rate, summarize
 
 PROCESSES = 3  # host-bound at batch 1: three fresh processes give the run-to-run spread
-BATCH = 1  # where the decode race's reduce-overhead won in some processes and lost in others
+BATCH = 1  # the batch where the host's share of the step is largest
 CHECK_STEPS = 8  # teacher-forced steps over which the variants' logits are compared with eager
 VARIANTS = ["eager_graph", "default_graph", "reduce_overhead"]
 

@@ -21,10 +21,10 @@ from coursekit.plotting import BLUE, GREEN, ORANGE, RUNS, legend, margin
 # torch-free: figures run at site-build time without torch
 from coursekit.stats import error_bars, paired, ratio_spread
 
-SIZE_LABELS = {"tiny": "tiny: 256 floats", "few_us": "larger: 4 Mi floats"}
+SIZE_LABELS = {"tiny": "tiny kernel", "few_us": "larger kernel"}
 VARIANT_LABELS = {
     "eager": "eager",
-    "graph": "hand-captured (torch.cuda.graph)",
+    "graph": "eager model, captured by hand (torch.cuda.graph)",
     "compiled": 'torch.compile(mode="reduce-overhead")',
 }
 COLORS = {"eager": ORANGE, "graph": BLUE, "compiled": GREEN, "floor": "grey"}
@@ -79,6 +79,14 @@ def _over(amount: float, s: dict, unit: str) -> dict:
 def _envelope(summaries: list[dict]) -> tuple[float, float]:
     """The smallest 10th and the largest 90th percentile over several processes."""
     return min(s["p10"] for s in summaries), max(s["p90"] for s in summaries)
+
+
+def _size_words(elements: int) -> str:
+    """A float32 tensor's size as the page says it: its floats and its bytes (256 floats, 1 KiB)."""
+    nbytes = elements * 4
+    mib = f"{nbytes / MIB:g} MiB" if nbytes >= MIB else f"{nbytes / 1024:g} KiB"
+    floats = f"{elements // 2**20} Mi" if elements >= 2**20 else f"{elements:,}"
+    return f"{floats} floats, {mib}"
 
 
 def _bf16_step(value: float) -> float:
@@ -330,7 +338,10 @@ def per_kernel(results) -> go.Figure:
     first = runs[0]
     sizes = [s for s in SIZE_LABELS if s in first["sizes"]] + [s for s in first["sizes"] if s not in SIZE_LABELS]
     fig = make_subplots(
-        rows=1, cols=len(sizes), subplot_titles=[SIZE_LABELS.get(s, s) for s in sizes], horizontal_spacing=0.1
+        rows=1,
+        cols=len(sizes),
+        subplot_titles=[f"{SIZE_LABELS.get(s, s)}: {_size_words(first['sizes'][s]['elements'])}" for s in sizes],
+        horizontal_spacing=0.1,
     )
     names = {
         "eager": "eager: one Python call per kernel",
@@ -367,7 +378,7 @@ def per_kernel(results) -> go.Figure:
                 x=ns,
                 y=[a[0] for a in again],
                 mode="lines+markers",
-                name="eager, the build's second run (faster host)",
+                name="eager, second run (its host launched faster)",
                 legendgroup="eager2",
                 showlegend=col == 1,
                 line={"color": COLORS["eager"], "dash": "dot"},
@@ -438,6 +449,19 @@ def capture_cost(results) -> go.Figure:
                     hovertemplate="%{x} kernels: %{y:,.0f} µs<extra>" + what + ", " + short[size] + "</extra>",
                 )
             )
+    tiny = [_point(data, "tiny", n) for n in ns] if "tiny" in data["sizes"] and 100 in ns else []
+    if tiny:  # where the takeaway starts: capture meets one eager call
+        at = tiny[ns.index(100)]
+        fig.add_annotation(
+            x=2,  # log axis: 10**2 = 100 kernels
+            y=math.log10(at["capture_us"]["median"]),
+            text="from ~100 kernels:<br>capture ≈ one eager call",
+            showarrow=True,
+            arrowhead=2,
+            ax=-70,
+            ay=-50,
+            font={"size": 12},
+        )
     fig.update_xaxes(type="log", title_text="kernels in the chain")
     fig.update_yaxes(type="log", title_text="µs, host time")
     fig.update_layout(
@@ -460,14 +484,15 @@ def pool_size(results) -> go.Figure:
     for size in [s for s in short if s in data["sizes"]]:
         points = [_point(data, size, n) for n in ns]
         for kind, color in (("out_of_place", COLORS["eager"]), ("in_place", COLORS["graph"])):
+            held = [p["pool_bytes"][kind] for p in points]
             fig.add_trace(
                 go.Scatter(
                     x=ns,
-                    y=[p["pool_bytes"][kind] / MIB for p in points],
+                    y=[b / MIB for b in held],
                     mode="lines+markers",
                     marker={"symbol": symbols[kind] + ("" if size == "tiny" else "-open"), "size": 9},
                     line={"color": color, "dash": "solid" if size == "tiny" else "dot"},
-                    name=f"{kind.replace('_', '-')} chain, {short[size]}",
+                    name=f"{kind.replace('_', '-')} chain, {short[size]}" + ("" if any(held) else " (on zero)"),
                     hovertemplate="%{x} kernels: %{y:.0f} MiB<extra>" + kind.replace("_", "-") + "</extra>",
                 )
             )
@@ -492,7 +517,7 @@ def decode_tokens(results) -> go.Figure:
     fig = make_subplots(
         rows=1, cols=len(batches), subplot_titles=[f"batch {b}" for b in batches], horizontal_spacing=0.12
     )
-    short = {"eager": "eager", "graph": "by hand", "compiled": "compiled"}
+    short = {"eager": "eager", "graph": "eager model,<br>by hand", "compiled": "reduce-<br>overhead"}
     order = ("eager", "graph", "compiled")
     for col, b in enumerate(batches, 1):
         for x, name in enumerate(order):
