@@ -24,7 +24,7 @@ KiB, MiB, GiB = 2**10, 2**20, 2**30
 K_MIN_BLOCK_SIZE = 512  # every request is rounded up to a multiple of this
 K_SMALL_SIZE = 1048576  # the largest "small" request: 1 MiB
 K_SMALL_BUFFER = 2097152  # a small-pool segment: 2 MiB
-K_MIN_LARGE_ALLOC = 10485760  # from 1 to 10 MiB, requests share 20 MiB segments
+K_MIN_LARGE_ALLOC = 10485760  # from 1 to 10 MiB: share 20 MiB segments
 K_ROUND_LARGE = 2097152  # larger ones get their own, rounded up to 2 MiB
 K_LARGE_BUFFER = 20971520  # the shared large-pool segment: 20 MiB
 # --8<-- [end:sizes]
@@ -43,11 +43,14 @@ CONSTANTS = {
 # --8<-- [start:placement]
 def round_size(nbytes: int) -> int:
     """The block a request gets: a multiple of 512 bytes."""
-    return max(K_MIN_BLOCK_SIZE, -(-nbytes // K_MIN_BLOCK_SIZE) * K_MIN_BLOCK_SIZE)
+    return max(
+        K_MIN_BLOCK_SIZE,
+        -(-nbytes // K_MIN_BLOCK_SIZE) * K_MIN_BLOCK_SIZE,
+    )
 
 
 def pool_of(size: int) -> str:
-    """Blocks of up to 1 MiB live in the small pool, larger ones in the large."""
+    """Up to 1 MiB a block lives in the small pool, above in the large."""
     return "small" if size <= K_SMALL_SIZE else "large"
 
 
@@ -64,7 +67,7 @@ def should_split(pool: str, remaining: int, expandable: bool = False) -> bool:
     """Is the rest of a block, past the request, cut off as a free block?"""
     if pool == "small" or expandable:
         return remaining >= K_MIN_BLOCK_SIZE
-    return remaining > K_SMALL_SIZE  # a large block keeps up to 1 MiB as slack
+    return remaining > K_SMALL_SIZE  # large: keeps up to 1 MiB as slack
 
 
 # --8<-- [end:placement]

@@ -278,6 +278,7 @@ def free_sync(results) -> go.Figure:
         y=1.0,
         yref="paper",
         yanchor="bottom",
+        yshift=18,  # a row above the kernel's own label, so that the two never meet
         xanchor="left",
         text=f"queuing that kernel alone, {launch:,.0f} µs",
         showarrow=False,
@@ -286,8 +287,8 @@ def free_sync(results) -> go.Figure:
     fig.update_xaxes(type="log", dtick=1, title_text="host time from call to return (µs, log scale)")
     fig.update_layout(
         barmode="group",
-        height=400,
-        margin=margin(l=10, t=40),
+        height=420,
+        margin=margin(l=10, t=60),
         legend=legend(-0.25, whiskers=True),
     )
     return fig
@@ -325,8 +326,7 @@ def oom(results) -> dict:
     for mark in (". ", "; ", ", and "):  # a line per clause, as the page reads them
         message = message.replace(mark, mark.strip() + "\n")
     message = "\n".join(
-        textwrap.fill(line.strip(), 72, break_long_words=False, break_on_hyphens=False)
-        for line in message.splitlines()
+        textwrap.fill(line.strip(), 72, break_long_words=False, break_on_hyphens=False) for line in message.splitlines()
     )
     b = default["before_request"]
     page, piece, pieces = data["page_bytes"], data["piece_bytes"], data["pieces"]
@@ -513,7 +513,7 @@ def timeline(results) -> go.Figure:
         if i == len(events) or events[i]["phase"] != events[start]["phase"]:
             spans.append((events[start]["phase"], start, i - 1))
             start = i
-    for n, (phase, lo, hi) in enumerate(spans):
+    for n, (_, lo, hi) in enumerate(spans):
         fig.add_vrect(
             x0=lo - 0.5, x1=hi + 0.5, fillcolor="grey", opacity=0.08 if n % 2 else 0.0, line_width=0, layer="below"
         )
@@ -621,7 +621,9 @@ def runs(results) -> dict:
         steps = arithmetic["all_uncached_over_step"]
         # the same arithmetic in each process: its own 1 MiB price and its own step (the n-th process of
         # one snippet beside the n-th of the other; the processes, not the runs, are what differ)
-        prices = [_by_size(d)[_size_key(MiB)]["cudamalloc_extra_us"]["median"] for d in _every_process(on, "m08/alloc_cost")]
+        prices = [
+            _by_size(d)[_size_key(MiB)]["cudamalloc_extra_us"]["median"] for d in _every_process(on, "m08/alloc_cost")
+        ]
         step_medians = [d["step_us"]["off"]["median"] for d in _every_process(on, "m08/timeline")]
         ratios = [arithmetic["allocs"] * a / b for a, b in zip(prices, step_medians)]
         out[run] = {
