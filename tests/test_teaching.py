@@ -24,6 +24,7 @@ TEACHING_EDITION: list[str] = [  # chapters rewritten to the teaching edition, o
     "part-k/05-ir-ladder.md",
     "part-l/08-caching-allocator.md",
     "part-l/09-cuda-graphs.md",
+    "part-m/10-dynamic-shapes.md",
 ]
 
 
