@@ -13,7 +13,7 @@ import re
 
 import plotly.graph_objects as go
 
-from coursekit.plotting import REFERENCE, RERUN, legend, margin
+from coursekit.plotting import BLUE, GREEN, REFERENCE, RERUN, legend, margin
 from coursekit.stats import difference_spread, ratio_spread
 
 BAR = 0.5  # the module's bar: a fix must close at least this fraction of the gap it shows
@@ -511,7 +511,7 @@ def loop_reorder(results) -> go.Figure:
 
     d = reordering(results)
     fig = make_subplots(rows=2, cols=1, vertical_spacing=0.2, subplot_titles=("MiB counted", "device µs per call"))
-    for setting, name in (("off", "loop ordering after fusion off"), ("on", "on (the default)")):
+    for setting, name, colour in (("off", "loop ordering after fusion off", BLUE), ("on", "on (the default)", GREEN)):
         labels = [REORDER_CASES[c] for c in REORDER_CASES]
         kernels = [d[c][setting]["kernels"] for c in REORDER_CASES]
         text = [f"{k} kernel{'s' if k != 1 else ''}" for k in kernels]
@@ -522,6 +522,7 @@ def loop_reorder(results) -> go.Figure:
                 orientation="h",
                 name=name,
                 legendgroup=setting,
+                marker={"color": colour},
                 text=text,
                 textposition="inside",
                 hovertemplate="%{y}, " + name + ": %{x:,.0f} MiB counted, %{text}<extra></extra>",
@@ -538,6 +539,7 @@ def loop_reorder(results) -> go.Figure:
                 name=name,
                 legendgroup=setting,
                 showlegend=False,
+                marker={"color": colour},
                 error_x=_err(summaries),
                 text=text,
                 textposition="inside",
