@@ -34,13 +34,14 @@ PROCESSES = 1  # the facts (values, messages, offsets) are deterministic; the on
 
 # --8<-- [start:capture]
 def capture(fn, *static_inputs, pool=None, warmup: int = 3):
-    """Record fn(*static_inputs) once: (graph, static_outputs). graph.replay() reruns the recorded
-    kernels on the same memory: it reads static_inputs' storage and overwrites static_outputs'."""
-    if not static_inputs[0].is_cuda:  # a CPU has no CUDA graphs: the stand-in below
+    """Record fn(*static_inputs) once: (graph, static_outputs).
+    graph.replay() reruns the recorded kernels on the same memory: it reads
+    static_inputs' storage and overwrites static_outputs'."""
+    if not static_inputs[0].is_cuda:  # no CUDA graphs on a CPU: a stand-in
         graph = StandInGraph(fn, static_inputs)
         return graph, graph.outputs
-    # warm up outside the capture, on a side stream (torch.cuda.graph's docs),
-    # so that one-off set-up (loading kernels, the cuBLAS handle) is not recorded
+    # warm up outside the capture, on a side stream (torch.cuda.graph's
+    # docs): one-off set-up (loading kernels, the cuBLAS handle) unrecorded
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -91,10 +92,10 @@ def affine(x):
 
 
 def stale_input(dev: str) -> dict:
-    """Capture affine on a static input, then feed it the next batch two ways."""
+    """Capture affine on a static input, then feed it the next batch twice."""
     static_x = torch.zeros(8, device=dev)
     graph, static_y = capture(affine, static_x)
-    captured_x = static_x  # the graph keeps no reference to its input: we must
+    captured_x = static_x  # the graph keeps no reference to its input
     batch = torch.arange(8.0, device=dev)
 
     # wrong: a new tensor under the old name; the graph reads the old memory
@@ -107,7 +108,7 @@ def stale_input(dev: str) -> dict:
     graph.replay()
     return {
         "expected": affine(batch).tolist(),
-        "after_rebinding": after_rebinding,  # affine of the zeros the capture saw
+        "after_rebinding": after_rebinding,  # affine of the captured zeros
         "after_copy": static_y.tolist(),
     }
 

@@ -340,7 +340,7 @@ def per_kernel(results) -> go.Figure:
     fig = make_subplots(
         rows=1,
         cols=len(sizes),
-        subplot_titles=[f"{SIZE_LABELS.get(s, s)}: {_size_words(first['sizes'][s]['elements'])}" for s in sizes],
+        subplot_titles=[f"{SIZE_LABELS.get(s, s)}<br>{_size_words(first['sizes'][s]['elements'])}" for s in sizes],
         horizontal_spacing=0.1,
     )
     names = {
@@ -410,7 +410,7 @@ def per_kernel(results) -> go.Figure:
     fig.update_yaxes(title_text="µs per kernel, wall time", row=1, col=1)
     fig.update_layout(
         height=470,
-        margin=margin(l=60, r=10, t=40, b=40),
+        margin=margin(l=60, r=10, t=60, b=40),
         legend=legend(-0.22),
         hovermode="closest",
     )
@@ -538,7 +538,7 @@ def decode_tokens(results) -> go.Figure:
             )
             for label, procs, symbol, shift in (
                 ("each process's median", runs, "circle-open", -0.18),
-                ("each process's median, the build's second run", second, "diamond-open", 0.18),
+                ("each process's median, second run", second, "diamond-open", 0.18),
             ):
                 fig.add_trace(
                     go.Scatter(
