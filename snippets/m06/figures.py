@@ -510,7 +510,7 @@ def loop_reorder(results) -> go.Figure:
     from plotly.subplots import make_subplots
 
     d = reordering(results)
-    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.2, subplot_titles=("MiB counted", "device µs per call"))
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.25)
     for setting, name, colour in (("off", "loop ordering after fusion off", BLUE), ("on", "on (the default)", GREEN)):
         labels = [REORDER_CASES[c] for c in REORDER_CASES]
         kernels = [d[c][setting]["kernels"] for c in REORDER_CASES]
@@ -525,6 +525,7 @@ def loop_reorder(results) -> go.Figure:
                 marker={"color": colour},
                 text=text,
                 textposition="inside",
+                insidetextanchor="middle",
                 hovertemplate="%{y}, " + name + ": %{x:,.0f} MiB counted, %{text}<extra></extra>",
             ),
             row=1,
@@ -543,12 +544,15 @@ def loop_reorder(results) -> go.Figure:
                 error_x=_err(summaries),
                 text=text,
                 textposition="inside",
+                insidetextanchor="middle",
                 hovertemplate="%{y}, " + name + ": %{x:.1f} µs per call, %{text}<extra></extra>",
             ),
             row=2,
             col=1,
         )
-    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_yaxes(autorange="reversed", automargin=True, title_text="case")
     fig.update_xaxes(rangemode="tozero")
-    fig.update_layout(barmode="group", height=460, margin=margin(l=10, t=40), legend=legend(-0.12, whiskers=True))
+    fig.update_xaxes(title_text="MiB per call, as Inductor counts them", row=1, col=1)
+    fig.update_xaxes(title_text="device µs per call", row=2, col=1)
+    fig.update_layout(barmode="group", height=480, margin=margin(l=10, t=20), legend=legend(-0.14, whiskers=True))
     return fig
