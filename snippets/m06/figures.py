@@ -556,3 +556,9 @@ def loop_reorder(results) -> go.Figure:
     fig.update_xaxes(title_text="device µs per call", row=2, col=1)
     fig.update_layout(barmode="group", height=480, margin=margin(l=10, t=20), legend=legend(-0.14, whiskers=True))
     return fig
+
+
+def norm_outline(results) -> dict:
+    """The norm block's kernel as its loops, loads, Welford steps and store (``text``): the outline
+    of the kernel that ``kernels()`` prints whole."""
+    return {"text": _kernel_text(results("m06/norm_block")["sources"][0], memory_only=True)}
