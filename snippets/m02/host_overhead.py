@@ -11,7 +11,7 @@ from coursekit.bench import device_name, host_us_each
 PROCESSES = 3  # host-side numbers: the build job runs this snippet in three fresh processes
 
 # --8<-- [start:constants]
-NUMEL = 1024  # 4 KB per tensor: the kernel is tiny, so the host's work is what we see
+NUMEL = 1024  # 4 KB per tensor: a tiny kernel, so we see the host's work
 
 
 # --8<-- [end:constants]
@@ -19,7 +19,8 @@ NUMEL = 1024  # 4 KB per tensor: the kernel is tiny, so the host's work is what 
 
 # --8<-- [start:variants]
 def variants(dev: str) -> dict:
-    """Tiny adds on dev, each variant without one more layer: name -> (what is timed, its grad mode)."""
+    """Tiny adds on dev, each variant without one more layer.
+    name -> (what is timed, its grad mode)."""
     a, b = torch.randn(NUMEL, device=dev), torch.randn(NUMEL, device=dev)
     a_grad, b_grad = a.clone().requires_grad_(), b.clone().requires_grad_()
     out = torch.empty_like(a)

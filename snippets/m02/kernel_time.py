@@ -28,12 +28,15 @@ def workloads(dev: str) -> dict:
     def chain():
         x = a
         for _ in range(CHAIN // 2):
-            x = torch.relu(x * 1.0001 + b)  # mul, add, relu: three small kernels per turn ...
+            # mul, add, relu: three small kernels per turn
+            x = torch.relu(x * 1.0001 + b)
         return x
 
     return {
-        "add": (lambda: torch.add(a, b, out=out), torch.inference_mode),  # no autograd, no allocation
-        "full_eager": (lambda: torch.add(a_grad, b_grad), contextlib.nullcontext),  # autograd on, output allocated
+        # no autograd, no allocation
+        "add": (lambda: torch.add(a, b, out=out), torch.inference_mode),
+        # autograd on, output allocated
+        "full_eager": (lambda: torch.add(a_grad, b_grad), contextlib.nullcontext),
         "chain": (chain, torch.inference_mode),
     }
 

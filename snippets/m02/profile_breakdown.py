@@ -15,11 +15,13 @@ CALLS = 1000
 
 # --8<-- [start:profile]
 def profile_adds(a, b, calls: int):
-    """torch.profiler over `calls` eager adds of a and b: per-event totals (host, and device on a GPU)."""
+    """torch.profiler over `calls` eager adds of a and b: per-event totals
+    (host, and device on a GPU)."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if a.is_cuda else [])
     with profile(activities=activities) as prof:
         for _ in range(calls):
-            torch.add(a, b)  # autograd on (a and b require grad): the full eager path
+            # autograd on (a and b require grad): the full eager path
+            torch.add(a, b)
         if a.is_cuda:
             torch.cuda.synchronize()
     return prof.key_averages()
