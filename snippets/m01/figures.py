@@ -2,7 +2,6 @@
 
 import math
 
-import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from coursekit.plotting import legend, margin
@@ -81,53 +80,6 @@ def train_step(results):
         legend=legend(-0.2, x=0),
         hovermode="closest",
     )
-    return fig
-
-
-def train_step_time(results):
-    """Steady time per training step, with the share of the measured GEMM reference each reaches."""
-    d = results("m01/train_step")
-    gemm = results("methodology/ceilings")["gemm"]
-    peak = gemm["TFLOPs"]["median"]
-    fig = go.Figure()
-    for name, label in VARIANTS.items():
-        xs, ys, up, down, hover = [], [], [], [], []
-        for c in _configs(d):
-            v = c["variants"][name]
-            s, tf = v["step_us"], v["TFLOPs"]["median"]
-            xs.append(_title(c))
-            ys.append(s["median"])
-            up.append(s["p90"] - s["median"])
-            down.append(s["median"] - s["p10"])
-            hover.append(
-                f"{label}: {s['median']:,.0f} µs per step (p10 {s['p10']:,.0f}, p90 {s['p90']:,.0f})<br>"
-                f"{tf:.3g} TFLOP/s = {tf / peak:.1%} of the fastest {gemm['dtype']} matrix product's rate "
-                f"({peak:.4g}, device clock, methodology page)"
-            )
-        # markers, not bars: on a log axis a bar's length from an arbitrary floor misstates ratios
-        fig.add_scatter(
-            x=xs,
-            y=ys,
-            mode="markers",
-            name=label,
-            hovertext=hover,
-            hoverinfo="text",
-            marker=dict(
-                color=COLOR[name],
-                size=11,
-                symbol={"eager": "circle", "torch_compile": "square", "jax_jit": "diamond"}[name],
-            ),
-            error_y=dict(type="data", symmetric=False, array=up, arrayminus=down, thickness=1.5, width=6),
-        )
-    lows = [v["step_us"]["p10"] for c in _configs(d) for v in c["variants"].values()]
-    highs = [v["step_us"]["p90"] for c in _configs(d) for v in c["variants"].values()]
-    fig.update_yaxes(
-        type="log",
-        range=[math.log10(min(lows) / 1.3), math.log10(max(highs) * 1.3)],  # room for every whisker
-        title="µs per training step (log scale; whiskers: 10th–90th percentile)",
-    )
-    fig.update_xaxes(title=f"4-layer MLP, {d['dtype']}, SGD")
-    fig.update_layout(scattermode="group", scattergap=0.5, height=420, margin=margin())
     return fig
 
 
@@ -222,7 +174,9 @@ def train_step_time_by_size(results):
             )
         fig.update_yaxes(range=[0, max(highs) * 1.1], row=1, col=col)
         # each panel named under its axis, short enough for a phone (the sizes are in the caption)
-        fig.update_xaxes(title_text=("small step", "large step")[col - 1] if len(configs) == 2 else _title(c), row=1, col=col)
+        fig.update_xaxes(
+            title_text=("small step", "large step")[col - 1] if len(configs) == 2 else _title(c), row=1, col=col
+        )
     fig.update_yaxes(title_text="µs per training step", row=1, col=1)
     fig.update_layout(height=380, margin=margin(), hovermode="closest")
     return fig
