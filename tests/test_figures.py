@@ -321,3 +321,20 @@ def test_a_cpu_sets_zero_for_what_it_cannot_measure_is_not_shown_as_its_number()
     html = md.convert("{{ m13/train_step:points[mode=eager].profile.idle_share | .1% }}")
     (values,) = [json.loads(v) for v in re.findall(r"data-hw='([^']*)'", html)]
     assert "cpu-small" not in values and re.search(r"[1-9]", values["nvidia-h200-rerun"])
+
+
+def test_every_figures_function_is_used():
+    """A public function of a figures.py is drawn or read by a page (``{{ figure m01/x }}``,
+    ``{{ m01/x:field }}``) or called by another function of its file: none is left behind when a
+    page stops using it."""
+    pages = "\n".join(p.read_text() for p in (ROOT / "docs").rglob("*.md"))
+    unused = []
+    for path in sorted(SNIPPETS.glob("*/figures.py")):
+        module, source = path.parent.name, path.read_text()
+        called = {getattr(c.func, "id", None) for c in ast.walk(ast.parse(source)) if isinstance(c, ast.Call)}
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+                on_a_page = re.search(rf"\b{re.escape(module)}/{re.escape(node.name)}\b", pages)
+                if not on_a_page and node.name not in called:
+                    unused.append(f"{path.relative_to(ROOT)}: {node.name}()")
+    assert not unused, f"figures.py functions no page uses (remove them): {unused}"
