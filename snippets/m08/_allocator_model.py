@@ -25,7 +25,7 @@ K_MIN_BLOCK_SIZE = 512  # every request is rounded up to a multiple of this
 K_SMALL_SIZE = 1048576  # the largest "small" request: 1 MiB
 K_SMALL_BUFFER = 2097152  # a small-pool segment: 2 MiB
 K_MIN_LARGE_ALLOC = 10485760  # from 1 to 10 MiB: share 20 MiB segments
-K_ROUND_LARGE = 2097152  # larger ones get their own, rounded up to 2 MiB
+K_ROUND_LARGE = 2097152  # from 10 MiB, a new segment: the request rounded up to this
 K_LARGE_BUFFER = 20971520  # the shared large-pool segment: 20 MiB
 # --8<-- [end:sizes]
 CONSTANTS = {

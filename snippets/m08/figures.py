@@ -169,12 +169,17 @@ def alloc_cost(results) -> go.Figure:
     # on a log axis a shape takes the value itself and an annotation its log10; the two names sit on
     # the far sides of their lines, so that they cannot run into each other at any width
     for x, text, anchor, hover in (
-        (c["kSmallSize"], "kSmallSize", "right", "kSmallSize: the small pool ends here"),
+        (
+            c["kSmallSize"],
+            f"{_size_label(c['kSmallSize'])}: small pool ends",
+            "right",
+            "kSmallSize: the small pool ends here",
+        ),
         (
             c["kMinLargeAlloc"],
-            "kMinLargeAlloc",
+            f"{_size_label(c['kMinLargeAlloc'])}: own segments",
             "left",
-            "kMinLargeAlloc: from here a request gets a segment of its own",
+            "kMinLargeAlloc: from here a new segment is the request's own size",
         ),
     ):
         fig.add_vline(x=x, line_dash="dash", line_width=2, line_color="black", opacity=0.5)
@@ -611,21 +616,25 @@ def runs(results) -> dict:
     every size and process (medians) of what a cached allocate-and-free costs beyond a tensor without
     memory and of what a cudaMalloc adds; the rounds of the uncached 256 MiB request that were among
     every process's fastest four; the timeline's second step, had every allocation been a cudaMalloc,
-    over the step (process 1: median and spread); and the expandable-segment request over the failed
-    one (medians). ``both``: the ranges' envelope over the two runs."""
+    over the step (process 1: median and spread; and the range over every pairing of a process's 1 MiB
+    price with a process's step, the two being measured in different processes); and the
+    expandable-segment request over the failed one (medians). ``both``: the ranges' envelope over the two runs."""
     out = {}
     for run, hardware in RUNS.items():
         on = _OnSet(results, hardware)
         c = cost(on)
         arithmetic = step_arithmetic(on)
         steps = arithmetic["all_uncached_over_step"]
-        # the same arithmetic in each process: its own 1 MiB price and its own step (the n-th process of
-        # one snippet beside the n-th of the other; the processes, not the runs, are what differ)
+        # the 1 MiB price and the step come from different snippets run in different processes, so no
+        # process's price belongs with any process's step: the range covers every pairing of the two
         prices = [
             _by_size(d)[_size_key(MiB)]["cudamalloc_extra_us"]["median"] for d in _every_process(on, "m08/alloc_cost")
         ]
         step_medians = [d["step_us"]["off"]["median"] for d in _every_process(on, "m08/timeline")]
-        ratios = [arithmetic["allocs"] * a / b for a, b in zip(prices, step_medians)]
+        ratios = [
+            arithmetic["allocs"] * min(prices) / max(step_medians),
+            arithmetic["allocs"] * max(prices) / min(step_medians),
+        ]
         out[run] = {
             "steady_us_lo": c["steady_us_lo"],
             "steady_us_hi": c["steady_us_hi"],
