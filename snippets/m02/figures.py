@@ -1,10 +1,11 @@
 """Figures for module 02, drawn at site-build time from build_results/ (plotly only, no torch)."""
 
 import math
+import re
 
 import plotly.graph_objects as go
 
-from coursekit.plotting import BLUE, ORANGE, legend, margin
+from coursekit.plotting import BLUE, GREEN, ORANGE, legend, margin
 from coursekit.stats import paired
 
 LABELS = {
@@ -25,7 +26,22 @@ def _err(s):
 def host_overhead(results):
     host = results("m02/host_overhead")["host_us"]
     kernel = results("m02/kernel_time")["add_us"]["graph_replay"]
+    launch = results("m02/launch_floor")["host_us"]["bare_launch"]
     fig = go.Figure()
+    # Timed in its own snippet, not in these rounds: the piece the text calls the largest.
+    fig.add_bar(
+        y=["bare launch: torch.cuda._sleep(0)"],
+        x=[launch["median"]],
+        orientation="h",
+        error_x=_err(launch),
+        marker_color=GREEN,
+        showlegend=False,
+        text=[f"{launch['median']:.1f}"],
+        textposition="inside",
+        insidetextanchor="start",
+        textangle=0,
+        hovertemplate="bare launch: %{x:.2f} µs host per call<extra></extra>",
+    )
     for name in reversed(list(LABELS)):
         s = host[name]
         fig.add_bar(
@@ -36,6 +52,11 @@ def host_overhead(results):
             error_x=_err(s),
             showlegend=False,
             marker_color=BLUE if name != "python_call" else "#888",
+            # the value at the bar's base, clear of the whiskers; a bar too short for it gets it outside
+            text=[f"{s['median']:.2f}" if s["median"] < 1 else f"{s['median']:.1f}"],
+            textposition="inside" if s["median"] >= 2 else "outside",
+            insidetextanchor="start",
+            textangle=0,
             hovertemplate="%{y}: %{x:.2f} µs host per op<extra></extra>",
         )
     fig.add_bar(
@@ -45,14 +66,18 @@ def host_overhead(results):
         error_x=_err(kernel),
         marker_color=ORANGE,
         showlegend=False,
+        text=[f"{kernel['median']:.2f}"],
+        textposition="outside",
         hovertemplate="kernel: %{x:.2f} µs of GPU time per kernel in a graph replay<extra></extra>",
     )
     fig.update_layout(
         xaxis_title="µs per call (host) or per kernel (GPU), 1,024 floats; whiskers: 10th–90th pct.",
-        height=440,
+        height=480,
         margin=margin(l=10),
         bargap=0.3,
+        uniformtext=dict(minsize=11, mode="show"),
     )
+    fig.update_xaxes(dtick=2, rangemode="tozero")
     fig.update_yaxes(automargin=True, title_text="what is timed")
     return fig
 
@@ -113,6 +138,19 @@ def crossover(results):
             xanchor="left",
             showarrow=False,
             text="shaded: working set<br>stays in L2",
+        )
+    # Mark the kernel's jump at the L2 edge, between 2^21 and 2^22 elements.
+    by_numel = {p["numel"]: p["kernel_us"]["median"] for p in pts}
+    if 2**21 in by_numel and 2**22 in by_numel:
+        fig.add_annotation(
+            x=math.log10(2**21.5),
+            y=math.log10(math.sqrt(by_numel[2**21] * by_numel[2**22])),
+            ax=70,
+            ay=40,
+            showarrow=True,
+            arrowhead=2,
+            xanchor="left",
+            text="the kernel's time jumps:<br>the working set leaves L2",
         )
     fig.update_xaxes(
         type="log",
@@ -232,3 +270,32 @@ def large_end_fill(results) -> dict:
     big = d["points"][-1]
     calls = max(8, min(2000, 2**31 // big["bytes"]))
     return {"calls": calls, "first_launch_us_per_op": d["floor_us"] / calls}
+
+
+def profile_table(results) -> dict:
+    """m02/profile_breakdown's stored table with only the columns the page reads (host and device time
+    per call, calls), so that it fits a reading column. The profiler's own column names are kept;
+    the name column is cut to its widest entry. Columns the stored table lacks (a CPU run's device
+    columns) are left out."""
+    text = results("m02/profile_breakdown")["table"]
+    lines = text.splitlines()
+    rule = next(i for i, line in enumerate(lines) if line.startswith("-"))
+    name_end = lines[rule].index(" ")  # the name column: the first run of dashes
+    # Past the name, a header is split at two or more spaces and a row at any space: values have none.
+    header = ["Name", *re.split(r"\s{2,}", lines[rule + 1][name_end:].strip())]
+    wanted = ("Name", "CPU time avg", "CUDA time avg", "# of Calls")
+    keep = [i for i, h in enumerate(header) if h in wanted]
+    rows, tail = [header], []
+    for line in lines[rule + 2 :]:
+        if line.startswith("-"):
+            continue
+        cells = [line[:name_end].strip(), *line[name_end:].split()]
+        if len(cells) != len(header):  # the totals under the table
+            tail.append(line)
+            continue
+        rows.append(cells)
+    rows = [[r[i] for i in keep] for r in rows]
+    widths = [max(len(r[c]) for r in rows) for c in range(len(keep))]
+    out = ["  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(r, widths))) for r in rows]
+    ruler = "  ".join("-" * w for w in widths)
+    return {"table": "\n".join([ruler, out[0], ruler, *out[1:], ruler, *tail])}
