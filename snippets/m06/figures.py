@@ -13,7 +13,7 @@ import re
 
 import plotly.graph_objects as go
 
-from coursekit.plotting import BLUE, GREEN, REFERENCE, RERUN, legend, margin
+from coursekit.plotting import BLUE, GREEN, GREY, REFERENCE, RERUN, legend, margin, number
 from coursekit.stats import difference_spread, ratio_spread
 
 BAR = 0.5  # the module's bar: a fix must close at least this fraction of the gap it shows
@@ -151,6 +151,8 @@ def derived(results) -> dict:
             "counted_of_copy_peak": ratio_spread(counted, copy),
             "bytes_MB": v["bytes"] / 1e6,
             "min_MB": v["min_bytes"] / 1e6,
+            "bytes_MiB": v["bytes"] / 2**20,
+            "min_MiB": v["min_bytes"] / 2**20,
             "tensors": v["bytes"] / v["tensor_bytes"],
             "min_tensors": v["min_bytes"] / v["tensor_bytes"],
             "excess_bytes": v["bytes"] - v["min_bytes"],
@@ -319,25 +321,25 @@ def bytes_moved(results) -> go.Figure:
     fig.add_trace(
         go.Bar(
             y=labels,
-            x=[d[n]["bytes_MB"] for n in names],
+            x=[d[n]["bytes_MiB"] for n in names],
             orientation="h",
             name="bytes moved, as counted (Inductor's metric; eager, Triton: from the code)",
             customdata=[[d[n]["tensors"]] for n in names],
-            hovertemplate="%{y}: %{x:,.0f} MB, %{customdata[0]:.2f} tensors of x's size<extra></extra>",
+            hovertemplate="%{y}: %{x:,.0f} MiB, %{customdata[0]:.2f} tensors of x's size<extra></extra>",
         )
     )
     fig.add_trace(
         go.Scatter(
             y=labels,
-            x=[d[n]["min_MB"] for n in names],
+            x=[d[n]["min_MiB"] for n in names],
             mode="markers",
             name="the minimum: x read once, y written once",
-            marker={"symbol": "line-ns-open", "size": 26, "line": {"width": 3}},
-            hovertemplate="%{y}: minimum %{x:,.0f} MB<extra></extra>",
+            marker={"symbol": "diamond", "size": 14},
+            hovertemplate="%{y}: minimum %{x:,.0f} MiB<extra></extra>",
         )
     )
     fig.update_yaxes(autorange="reversed", automargin=True, title_text="variant · kernels per call")
-    fig.update_xaxes(title_text="MB per call", rangemode="tozero")
+    fig.update_xaxes(title_text="MiB per call", rangemode="tozero")
     fig.update_layout(
         height=380,
         margin=margin(l=10),
@@ -355,7 +357,7 @@ def bandwidth(results) -> go.Figure:
     labels = [f"{VARIANTS[n]} · {d[n]['kernels']} kernel{'s' if d[n]['kernels'] != 1 else ''}" for n in names]
     fig = go.Figure()
     for key, name in (
-        ("GBps", "on the minimum bytes (what the block achieves)"),
+        ("GBps", "effective rate: the minimum bytes over the time"),
         ("counted_GBps", "on the bytes its kernels move, as counted"),
     ):
         summaries = [d[n][key] for n in names]
@@ -373,25 +375,25 @@ def bandwidth(results) -> go.Figure:
             )
         )
     for s, name, dash in (
-        (d["copy_GBps"], "copy ceiling (methodology/ceilings)", "solid"),
-        (d["copy_same_size_GBps"], "copy of x alone (same size as the blocks' tensors)", "dot"),
+        (d["copy_GBps"], "copy ceiling (a large copy)", "solid"),
+        (d["copy_same_size_GBps"], "a copy of x alone (the blocks' tensor size)", "dot"),
     ):
-        fig.add_vline(x=s["median"], line_dash=dash, line_width=2)
-        fig.add_annotation(
-            x=s["median"],
-            y=1.01 if dash == "solid" else 1.08,
-            yref="paper",
-            yanchor="bottom",
-            xanchor="right",
-            text=f"{name} ({'solid' if dash == 'solid' else 'dotted'} line)",
-            showarrow=False,
+        fig.add_vline(x=s["median"], line_dash=dash, line_width=2, line_color=GREY)
+        fig.add_trace(  # the line's legend entry: a vertical line cannot have one
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="lines",
+                line={"dash": dash, "width": 2, "color": GREY},
+                name=f"{name}: {number(s['median'])} GB/s",
+            )
         )
     fig.update_yaxes(autorange="reversed", automargin=True, title_text="variant · kernels per call")
-    fig.update_xaxes(title_text="GB/s (whiskers: 10th–90th percentile)", rangemode="tozero")
+    fig.update_xaxes(title_text="GB/s (whiskers: 10th–90th percentile)", range=[0, 1.06 * d["copy_GBps"]["median"]])
     fig.update_layout(
         barmode="group",
         height=460,
-        margin=margin(l=10, t=70, b=70),
+        margin=margin(l=10, t=20, b=70),
         legend=legend(-0.2),
     )
     return fig
@@ -408,8 +410,10 @@ def shift_fix(results) -> go.Figure:
     )
     fig = go.Figure()
     reference = None
+    every = []  # each run's derived numbers, first run first
     for run, hardware in (("first run (the page's numbers)", REFERENCE), ("second run", RERUN)):
         d = derived(lambda key, hardware=hardware: results(key, hardware=hardware))
+        every.append(d)
         reference = reference or d
         closed = {
             "shift_original": None,
@@ -431,12 +435,13 @@ def shift_fix(results) -> go.Figure:
             )
         )
     s = reference["shift"]
+    shifts = [d["shift"] for d in every]
     fig.add_trace(
         go.Scatter(
             x=[names[1][1]],
             y=[s["rewrite"]["predicted_us"]["median"]],
             mode="markers",
-            marker={"symbol": "diamond-open", "size": 14, "line": {"width": 2}},
+            marker={"symbol": "diamond", "size": 18},
             name="rewrite predicted from bytes: its counted bytes at the original's rate",
             hovertemplate="predicted %{y:.1f} µs<extra></extra>",
         )
@@ -445,25 +450,19 @@ def shift_fix(results) -> go.Figure:
         (reference["shift_original"]["floor_us"]["median"], "floor: the minimum bytes at the copy ceiling", "dash"),
         (s["triton"]["bar_us"]["median"], f"the target: {BAR:.0%} of the gap closed", "dot"),
     ):
-        fig.add_hline(y=y, line_dash=dash)
-        fig.add_annotation(
-            x=1,
-            xref="paper",
-            xanchor="right",
-            y=y,
-            yanchor="bottom",
-            text=text,
-            showarrow=False,
-            bgcolor="rgba(255,255,255,0.8)",
+        fig.add_hline(y=y, line_dash=dash, line_color=GREY)
+        fig.add_trace(  # the line's legend entry, so that no label sits on the bars
+            go.Scatter(x=[None], y=[None], mode="lines", line={"dash": dash, "color": GREY}, name=text)
         )
     for n, label in names[1:]:
-        fix = s["rewrite" if n == "shift_rewritten" else "triton"]
+        fix = "rewrite" if n == "shift_rewritten" else "triton"
+        closed = [runs_d[fix]["gap_closed"]["median"] for runs_d in shifts]
         fig.add_annotation(
             x=label,
-            y=reference[n]["time_us"]["median"],
+            y=max(d[n]["time_us"]["p90"] for d in every),
             yanchor="bottom",
-            yshift=22,
-            text=f"gap closed, first run: {fix['gap_closed']['median']:.0%}",
+            yshift=4,
+            text=f"gap closed: {closed[0]:.0%}, {closed[1]:.0%}",
             showarrow=False,
         )
     fig.update_yaxes(title_text="µs per call (whiskers: 10th–90th percentile)", rangemode="tozero")
@@ -514,7 +513,7 @@ def loop_reorder(results) -> go.Figure:
     for setting, name, colour in (("off", "loop ordering after fusion off", BLUE), ("on", "on (the default)", GREEN)):
         labels = [REORDER_CASES[c] for c in REORDER_CASES]
         kernels = [d[c][setting]["kernels"] for c in REORDER_CASES]
-        text = [f"{k} kernel{'s' if k != 1 else ''}" for k in kernels]
+        text = [f"{setting}: {k} kernel{'s' if k != 1 else ''}" for k in kernels]
         fig.add_trace(
             go.Bar(
                 y=labels,
