@@ -275,8 +275,8 @@ def large_end_fill(results) -> dict:
 def profile_table(results) -> dict:
     """m02/profile_breakdown's stored table with only the columns the page reads (host and device time
     per call, calls), so that it fits a reading column. The profiler's own column names are kept;
-    the name column is cut to its widest entry. Columns the stored table lacks (a CPU run's device
-    columns) are left out."""
+    the name column is cut to its widest entry, at most 37 characters. Columns the stored table
+    lacks (a CPU run's device columns) are left out."""
     text = results("m02/profile_breakdown")["table"]
     lines = text.splitlines()
     rule = next(i for i, line in enumerate(lines) if line.startswith("-"))
@@ -295,6 +295,8 @@ def profile_table(results) -> dict:
             continue
         rows.append(cells)
     rows = [[r[i] for i in keep] for r in rows]
+    for r in rows:  # a long kernel name, cut shorter than the profiler cuts it
+        r[0] = r[0] if len(r[0]) <= 37 else r[0][:34].rstrip(".") + "..."
     widths = [max(len(r[c]) for r in rows) for c in range(len(keep))]
     out = ["  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(r, widths))) for r in rows]
     ruler = "  ".join("-" * w for w in widths)

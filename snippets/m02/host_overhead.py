@@ -27,10 +27,16 @@ def variants(dev: str) -> dict:
     cpu_a, cpu_b = a.cpu(), b.cpu()
     aten_add = torch.ops.aten.add.Tensor
     return {
-        "requires_grad": (lambda: torch.add(a_grad, b_grad), contextlib.nullcontext),
+        "requires_grad": (
+            lambda: torch.add(a_grad, b_grad),
+            contextlib.nullcontext,
+        ),
         "no_grad": (lambda: torch.add(a, b), torch.no_grad),
         "inference_mode": (lambda: torch.add(a, b), torch.inference_mode),
-        "out_no_alloc": (lambda: torch.add(a, b, out=out), torch.inference_mode),
+        "out_no_alloc": (
+            lambda: torch.add(a, b, out=out),
+            torch.inference_mode,
+        ),
         "aten_op_direct": (lambda: aten_add(a, b), torch.inference_mode),
         "cpu_tensors": (lambda: torch.add(cpu_a, cpu_b), torch.inference_mode),
         "python_call": (lambda: None, contextlib.nullcontext),

@@ -36,7 +36,10 @@ def workloads(dev: str) -> dict:
         # no autograd, no allocation
         "add": (lambda: torch.add(a, b, out=out), torch.inference_mode),
         # autograd on, output allocated
-        "full_eager": (lambda: torch.add(a_grad, b_grad), contextlib.nullcontext),
+        "full_eager": (
+            lambda: torch.add(a_grad, b_grad),
+            contextlib.nullcontext,
+        ),
         "chain": (chain, torch.inference_mode),
     }
 
