@@ -12,11 +12,12 @@ every process's 10th to 90th percentile, since host-side times move between proc
 """
 
 import math
+import textwrap
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from coursekit.plotting import BLUE, GREEN, ORANGE, RUNS, legend, margin
+from coursekit.plotting import BLUE, BROWN, GREEN, GREY, ORANGE, PURPLE, RED, RUNS, legend, margin
 
 # torch-free: figures run at site-build time without torch
 from coursekit.stats import error_bars, paired, ratio_spread
@@ -27,7 +28,23 @@ VARIANT_LABELS = {
     "graph": "eager model, captured by hand (torch.cuda.graph)",
     "compiled": 'torch.compile(mode="reduce-overhead")',
 }
-COLORS = {"eager": ORANGE, "graph": BLUE, "compiled": GREEN, "floor": "grey"}
+# one colour, one meaning on the page: orange eager launches, blue a hand capture of the eager code,
+# purple a hand capture of the compiled model, green reduce-overhead, grey the GPU's own time,
+# brown what a capture costs (host time, pool bytes), red instantiation
+COLORS = {
+    "eager": ORANGE,
+    "graph": BLUE,
+    "compiled": GREEN,
+    "floor": GREY,
+    "gpu": GREY,
+    "default_graph": PURPLE,
+    "capture": BROWN,
+    "instantiate": RED,
+}
+# bar patterns, fixed per contestant so that a bar reads the same in every figure (figures.js
+# otherwise assigns them in order)
+PATTERNS = {"graph": "/", "compiled": "\\", "default_graph": "x"}
+PRINT_WIDTH = 72  # printed lines wrap here, so that none runs off the page's code block
 BF16_MANTISSA_BITS = 7  # bf16 keeps 7 explicit mantissa bits: values in [2^e, 2^(e+1)) are 2^(e-7) apart
 MIB = 2**20
 
@@ -87,6 +104,13 @@ def _size_words(elements: int) -> str:
     mib = f"{nbytes / MIB:g} MiB" if nbytes >= MIB else f"{nbytes / 1024:g} KiB"
     floats = f"{elements // 2**20} Mi" if elements >= 2**20 else f"{elements:,}"
     return f"{floats} floats, {mib}"
+
+
+def _pattern(name: str) -> dict:
+    """A bar's fixed pattern (PATTERNS), as figures.js draws the ones it assigns; none for the rest."""
+    if name not in PATTERNS:
+        return {}
+    return {"pattern": {"shape": PATTERNS[name], "fillmode": "overlay", "fgopacity": 0.45, "size": 7, "solidity": 0.25}}
 
 
 def _bf16_step(value: float) -> float:
@@ -247,6 +271,14 @@ def _run_summaries(results, hardware: str) -> dict:
                 paired(p["step_us"]["graph"], p["step_us"]["compiled"], lambda a, b: a - b, "us") for p in points
             ],
             "tokens_per_s_compiled": [p["tokens_per_s"]["compiled"] for p in points],
+            "capture_ms": [_scaled(p["capture_s"], 1e3, "ms") for p in points],
+            "capture_break_even_steps": [
+                ratio_spread(
+                    _scaled(p["capture_s"], 1e6, "us"),
+                    paired(p["step_us"]["eager"], p["step_us"]["graph"], lambda a, b: a - b, "us"),
+                )
+                for p in points
+            ],
             "tokens_per_s_eager": [p["tokens_per_s"]["eager"] for p in points],
             "graph_speedup": [p["speedup_over_eager"]["graph"] for p in points],
         }
@@ -275,7 +307,8 @@ def runs(results) -> dict:
     over all its processes (``_spread``): ``first`` and ``second``, and ``both``, the envelope
     over every process of both runs. Per-kernel wall times of the chains (and eager minus replay,
     paired by round), eager over every chain length (``<size>_all``), the replay call's return
-    time, the decode step of each variant, the hand capture's speed-up over eager and the
+    time, the decode step of each variant, the hand capture's time and the steps that repay it
+    (``capture_ms``, ``capture_break_even_steps``), the hand capture's speed-up over eager and the
     difference of the compiled and hand-captured steps both ways (paired by round), and the
     stale-input fix's cost (paired by round)."""
     per_run = {run: _run_summaries(results, hardware) for run, hardware in RUNS.items()}
@@ -293,8 +326,18 @@ def _error_chain(errors: list[dict]) -> str:
     return "\n\nDuring handling of the above exception, another exception occurred:\n\n".join(parts)
 
 
+def _wrapped(text: str) -> str:
+    """Each line of text wrapped at PRINT_WIDTH, its continuation indented two spaces."""
+    return "\n".join(
+        "\n".join(textwrap.wrap(line, PRINT_WIDTH, subsequent_indent="  ", break_on_hyphens=False)) or line
+        for line in text.split("\n")
+    )
+
+
 def printouts(results) -> dict:
-    """The constraints as the H200 run stored them, as text blocks."""
+    """The constraints as the H200 run stored them, as text blocks, each line wrapped at
+    PRINT_WIDTH: ``host_item`` the whole chain of errors, ``host_item_first`` its first line;
+    ``rng`` every fact of the random-number test, ``rng_short`` the three the page's text needs."""
     con = results("m09/constraints")
     s = con["stale_input"]
     shape = con["static_shape"]
@@ -308,12 +351,13 @@ def printouts(results) -> dict:
             f"after rebinding   {s['after_rebinding']}\n"
             f"after copy_       {s['after_copy']}"
         ),
-        "shape": (
+        "shape": _wrapped(
             f"captured shape: {shape['captured_shape']}\n"
             f"static_x.copy_(torch.arange(16.)): RuntimeError: {shape['copy_16_error']}\n"
-            f"5 values padded with zeros to 8, replayed: {shape['padded_5_output']}"
+            f"5 values padded to 8, replayed: {shape['padded_5_output']}"
         ),
-        "host_item": _error_chain(host["item"]["errors"]),
+        "host_item": _wrapped(_error_chain(host["item"]["errors"])),
+        "host_item_first": _wrapped(_error_chain(host["item"]["errors"]).split("\n")[0]),
         "rng": (
             f"philox offset before and after each replay: {rng['offsets']}\n"
             f"offset advanced by one replay: {rng['offset_per_replay']}, by one eager dropout: "
@@ -322,7 +366,12 @@ def printouts(results) -> dict:
             f"consecutive replays draw different masks: {rng['replays_differ']}\n"
             f"after manual_seed(0), replay == eager dropout: {rng['replay_equals_eager_after_same_seed']}"
         ),
-        "trees_error": overwritten["previous_output"].removeprefix("error: "),
+        "rng_short": (
+            f"philox offset before and after each replay: {rng['offsets']}\n"
+            f"masks differ between replays: {rng['replays_differ']}\n"
+            f"after manual_seed(0), replay == eager: {rng['replay_equals_eager_after_same_seed']}"
+        ),
+        "trees_error": _wrapped(overwritten["previous_output"].removeprefix("error: ")),
     }
 
 
@@ -353,6 +402,8 @@ def per_kernel(results) -> go.Figure:
             per_run = [[_point(r, size, n)["wall_us_per_kernel"][name] for n in ns] for r in runs]
             mids = [s["median"] for s in per_run[0]]
             env = [_envelope([run[i] for run in per_run]) for i in range(len(ns))]
+            if name == "eager":
+                eager_hi = max(e[1] for e in env)
             others = [[f"{run[i]['median']:.2f}" for run in per_run] for i in range(len(ns))]
             fig.add_trace(
                 go.Scatter(
@@ -406,7 +457,23 @@ def per_kernel(results) -> go.Figure:
             col=col,
         )
         fig.update_xaxes(type="log", title_text="kernels in the chain", row=1, col=col)
-        fig.update_yaxes(rangemode="tozero", row=1, col=col)
+        if size == "few_us":  # the point to look at: the host keeps up, yet eager stays above the replay
+            eager2, replay = again[-1][0], _point(first, size, ns[-1])["wall_us_per_kernel"]["graph"]["median"]
+            fig.update_yaxes(range=[floor * 0.7, eager_hi * 1.1], row=1, col=col)
+            fig.add_annotation(
+                x=math.log10(ns[-1]),
+                y=eager2,
+                text=f"second run: eager {eager2:.1f},<br>replay {replay:.1f} µs",
+                showarrow=True,
+                arrowhead=2,
+                ax=-60,
+                ay=-45,
+                font={"size": 12},
+                row=1,
+                col=col,
+            )
+        else:
+            fig.update_yaxes(rangemode="tozero", row=1, col=col)
     fig.update_yaxes(title_text="µs per kernel, wall time", row=1, col=1)
     fig.update_layout(
         height=470,
@@ -428,8 +495,8 @@ def capture_cost(results) -> go.Figure:
     for size in [s for s in dashes if s in data["sizes"]]:
         points = [_point(data, size, n) for n in ns]
         series = (
-            ("capture", [p["capture_us"] for p in points], COLORS["graph"]),
-            ("instantiate", [p["instantiate_us"] for p in points], COLORS["compiled"]),
+            ("capture", [p["capture_us"] for p in points], COLORS["capture"]),
+            ("instantiate", [p["instantiate_us"] for p in points], COLORS["instantiate"]),
             (
                 "one eager call of the chain",
                 [_scaled(p["wall_us_per_kernel"]["eager"], n, "us") for p, n in zip(points, ns)],
@@ -483,7 +550,7 @@ def pool_size(results) -> go.Figure:
     symbols = {"out_of_place": "circle", "in_place": "square"}  # the kind by shape, the size by fill and dash
     for size in [s for s in short if s in data["sizes"]]:
         points = [_point(data, size, n) for n in ns]
-        for kind, color in (("out_of_place", COLORS["eager"]), ("in_place", COLORS["graph"])):
+        for kind in ("out_of_place", "in_place"):
             held = [p["pool_bytes"][kind] for p in points]
             fig.add_trace(
                 go.Scatter(
@@ -491,7 +558,7 @@ def pool_size(results) -> go.Figure:
                     y=[b / MIB for b in held],
                     mode="lines+markers",
                     marker={"symbol": symbols[kind] + ("" if size == "tiny" else "-open"), "size": 9},
-                    line={"color": color, "dash": "solid" if size == "tiny" else "dot"},
+                    line={"color": COLORS["capture"], "dash": "solid" if size == "tiny" else "dot"},
                     name=f"{kind.replace('_', '-')} chain, {short[size]}" + ("" if any(held) else " (on zero)"),
                     hovertemplate="%{x} kernels: %{y:.0f} MiB<extra>" + kind.replace("_", "-") + "</extra>",
                 )
@@ -529,7 +596,7 @@ def decode_tokens(results) -> go.Figure:
                     name=VARIANT_LABELS[name],
                     legendgroup=name,
                     showlegend=col == 1,
-                    marker={"color": COLORS[name]},
+                    marker={"color": COLORS[name], **_pattern(name)},
                     error_y=error_bars([rate["p10"]], [rate["median"]], [rate["p90"]]),
                     hovertemplate="%{y:,.0f} tokens/s (process 1)<extra>" + VARIANT_LABELS[name] + "</extra>",
                 ),
@@ -675,48 +742,48 @@ def fair_control(results) -> dict:
 
 def control_steps(results) -> go.Figure:
     """The decode step at batch 1 three ways, each replaying a CUDA graph: the eager model and the
-    compiled one (mode="default") captured by hand, and reduce-overhead. The bars show process 1's median
-    host time per step (whiskers: its 10th to 90th percentile) beside the GPU's busy time per
-    profiled step (the kernels' summed durations, median); markers: every process's median step in both
-    forced runs. The hover gives the kernels per step and the issue time."""
+    compiled one (mode="default") captured by hand, and reduce-overhead. A bar per contestant, in
+    its colour and pattern (as in decode_tokens): process 1's median host time per step (whiskers:
+    its 10th to 90th percentile); on it a grey mark, the GPU's busy time per profiled step (the
+    kernels' summed durations, median); markers: every process's median step in both forced runs.
+    The hover gives the kernels per step and the issue time."""
     first = _runs(results, "m09/control", RUNS["first"])
     second = _runs(results, "m09/control", RUNS["second"])
     xs = list(range(len(CONTROL_VARIANTS)))
     fig = go.Figure()
-    steps = [first[0]["step_us"][v] for v in CONTROL_VARIANTS]
+    colour = {"eager_graph": "graph", "default_graph": "default_graph", "reduce_overhead": "compiled"}
+    for x, v in zip(xs, CONTROL_VARIANTS):
+        step = first[0]["step_us"][v]
+        fig.add_trace(
+            go.Bar(
+                x=[x],
+                y=[step["median"]],
+                width=0.5,
+                name=CONTROL_LABELS[v] + ": step, host time",
+                marker={"color": COLORS[colour[v]], **_pattern(colour[v])},
+                error_y=error_bars([step["p10"]], [step["median"]], [step["p90"]]),
+                customdata=[[f"{first[0]['issue_us'][v]['median']:.1f}"]],
+                hovertemplate="%{y:.1f} µs per step (process 1); one step issued from an idle GPU in "
+                "%{customdata[0]} µs<extra>" + CONTROL_LABELS[v] + "</extra>",
+            )
+        )
     busy = [first[0]["gpu_busy_us"][v] for v in CONTROL_VARIANTS]
     kernels = [first[0]["kernels_per_step"][v] for v in CONTROL_VARIANTS]
-    issue = [first[0]["issue_us"][v]["median"] for v in CONTROL_VARIANTS]
-    names = [CONTROL_LABELS[v] for v in CONTROL_VARIANTS]
     fig.add_trace(
-        go.Bar(
-            x=[x - 0.2 for x in xs],
-            y=[s["median"] for s in steps],
-            width=0.38,
-            name="step, host wall time (process 1)",
-            marker={"color": COLORS["graph"]},
-            error_y=error_bars([s["p10"] for s in steps], [s["median"] for s in steps], [s["p90"] for s in steps]),
-            customdata=[[n, f"{i:.1f}"] for n, i in zip(names, issue)],
-            hovertemplate="%{customdata[0]}: %{y:.1f} µs per step; one step issued from an idle GPU in "
-            "%{customdata[1]} µs<extra>step</extra>",
-        )
-    )
-    fig.add_trace(
-        go.Bar(
-            x=[x + 0.2 for x in xs],
+        go.Scatter(
+            x=xs,
             y=[b["median"] for b in busy],
-            width=0.38,
-            name="GPU busy per step (profile, median)",
-            marker={"color": COLORS["compiled"]},
-            error_y=error_bars([b["p10"] for b in busy], [b["median"] for b in busy], [b["p90"] for b in busy]),
-            customdata=[[n, k] for n, k in zip(names, kernels)],
+            mode="markers",
+            name="GPU busy per step (profiled)",
+            marker={"color": COLORS["gpu"], "symbol": "line-ew-open", "size": 44, "line": {"width": 4}},
+            customdata=[[CONTROL_LABELS[v], k] for v, k in zip(CONTROL_VARIANTS, kernels)],
             hovertemplate="%{customdata[0]}: %{y:.1f} µs of kernels, %{customdata[1]} kernels and copies per step"
             "<extra>GPU busy</extra>",
         )
     )
     for label, procs, symbol, shift in (
-        ("each process's median step", first, "circle-open", -0.3),
-        ("each process's median step, the second run", second, "diamond-open", -0.1),
+        ("each process's median step", first, "circle-open", -0.36),
+        ("each process's median step, the second run", second, "diamond-open", 0.36),
     ):
         fig.add_trace(
             go.Scatter(
@@ -734,7 +801,7 @@ def control_steps(results) -> go.Figure:
     )
     fig.update_yaxes(title_text="µs per decode step, batch 1", rangemode="tozero")
     fig.update_layout(
-        height=460,
+        height=480,
         margin=margin(l=60, r=10, t=10, b=40),
         legend=legend(y=-0.25),
         hovermode="closest",
@@ -774,3 +841,22 @@ def control_kernels(results) -> dict:
         "step_us": step,
         "busy_share": busy / step,
     }
+
+
+def decode_captures(results) -> dict:
+    """The decode step's hand capture, per batch size, over every process of both forced runs: its
+    host time in ms (one sample per process), ``lo``/``hi`` over all of them, and ``rest_hi``, the
+    slowest but one: ``lo`` to ``rest_hi`` spans ``rest`` of the ``processes``. The
+    batch-1 capture is each process's first CUDA work on the model; batch 8 is captured after it."""
+    out = {}
+    procs = [d for hardware in RUNS.values() for d in _runs(results, "m09/decode", hardware)]
+    for batch in (p["batch"] for p in procs[0]["points"]):
+        ms = sorted(_decode_point(d, batch)["capture_s"]["median"] * 1e3 for d in procs)
+        out[str(batch)] = {
+            "lo": ms[0],
+            "hi": ms[-1],
+            "rest_hi": ms[-2],
+            "rest": len(ms) - 1,
+            "processes": len(ms),
+        }
+    return out
