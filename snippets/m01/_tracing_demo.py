@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
-jax.config.update("jax_platforms", "cpu")  # a printout, not a measurement: the CPU is enough
+jax.config.update("jax_platforms", "cpu")  # a printout: the CPU is enough
 # --8<-- [end:setup]
 
 
@@ -23,7 +23,7 @@ def scale(x):
 print("jax.jit(scale), called twice:")
 jitted = jax.jit(scale)
 jitted(jnp.arange(3.0))
-jitted(jnp.arange(3.0) + 1)  # same shape and dtype: the cached trace runs, the print does not
+jitted(jnp.arange(3.0) + 1)  # same shape and dtype: no trace, no print
 
 print("eager PyTorch, called twice:")
 scale(torch.arange(3.0))

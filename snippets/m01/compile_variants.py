@@ -19,11 +19,15 @@ PROCESSES = 3  # host-side numbers: the build job runs this snippet in three fre
 
 
 # --8<-- [start:variants]
-def make_step(model, compile_model: str | None, compile_optimizer: bool, lr: float):
-    """compile_model: None (eager) or a torch.compile mode; compile_optimizer: compile opt.step."""
+def make_step(model, compile_model: str | None, compile_optimizer: bool,
+              lr: float):
+    """compile_model: None (eager) or a torch.compile mode;
+    compile_optimizer: compile opt.step."""
     opt = torch.optim.SGD(model.parameters(), lr=lr)
-    forward = model if compile_model is None else torch.compile(model, mode=compile_model, dynamic=False)
-    update = torch.compile(opt.step, dynamic=False) if compile_optimizer else opt.step
+    forward = model if compile_model is None else torch.compile(
+        model, mode=compile_model, dynamic=False)
+    update = (torch.compile(opt.step, dynamic=False)
+              if compile_optimizer else opt.step)
 
     def step(x, y):
         F.mse_loss(forward(x), y).backward()
@@ -33,7 +37,8 @@ def make_step(model, compile_model: str | None, compile_optimizer: bool, lr: flo
     return step
 
 
-VARIANTS = {  # name: (model's compile mode or None, compile the optimizer step?)
+# name: (model's compile mode or None, compile the optimizer step?)
+VARIANTS = {
     "eager": (None, False),
     "model_only": ("default", False),
     "optimizer_only": (None, True),

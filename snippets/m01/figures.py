@@ -29,11 +29,13 @@ def train_step(results):
     # and out to a long run (10^5 steps), where a compile that pays for itself is negligible
     last = min(1e7, max([1e5] + [3 * k for k in paid]))
     ks = sorted({round(10 ** (i * math.log10(last) / 80)) for i in range(81)})
+    # one time axis for every panel, so that heights compare across them: from a labelled power of
+    # ten below the smallest first call to the largest total
+    every = [v for c in configs for v in c["variants"].values()]
+    lo = min(v["first_call_s"] for v in every)
+    hi = max(v["first_call_s"] + (last - 1) * v["step_us"]["median"] * 1e-6 for v in every)
     for col, c in enumerate(configs, start=1):
         vs = c["variants"]
-        # start each panel's time axis at a labelled power of ten, below its smallest first call
-        lo = min(v["first_call_s"] for v in vs.values())
-        hi = max(v["first_call_s"] + (last - 1) * v["step_us"]["median"] * 1e-6 for v in vs.values())
         fig.update_yaxes(range=[math.floor(math.log10(lo)), math.log10(hi) + 0.05], row=1, col=col)
         for name, v in vs.items():
             step_s = v["step_us"]["median"] * 1e-6
@@ -61,7 +63,7 @@ def train_step(results):
                     mode="markers+text",
                     text=[f"{k:,.0f} steps"],
                     textposition="top left",
-                    textfont=dict(color=COLOR[name]),
+                    textfont=dict(color=COLOR[name], size=15),
                     row=1,
                     col=col,
                     marker=dict(size=14, symbol="circle-open", line=dict(width=2), color=COLOR[name]),
@@ -77,7 +79,7 @@ def train_step(results):
     fig.update_layout(
         height=460,
         margin=margin(t=40),
-        legend=legend(-0.2, x=0),
+        legend=legend(-0.2, x=0, font=dict(size=15)),
         hovermode="closest",
     )
     return fig
@@ -109,6 +111,7 @@ def step_facts(results) -> dict:
     host_us = sum(parts[p]["median"] for p in ("forward_and_loss", "backward", "optimizer_step", "zero_grad"))
     steps = results("m01/compile_variants")["step_us"]
     return {
+        "per_op_us": per_op_us,
         "dispatch_us": parts["kernels_per_step"] * per_op_us,
         "host_us": host_us,
         "dispatch_share": parts["kernels_per_step"] * per_op_us / host_us,
@@ -133,21 +136,21 @@ def gemm_share(results) -> dict:
 
 
 def train_step_time_by_size(results):
-    """Steady time per training step, one panel per size with its own axis from zero, so that the large
-    step's three markers stand apart; the hover gives the share of the GEMM reference each reaches."""
+    """Steady time per training step, one panel per size, both on one axis from zero; the hover gives
+    the share of the GEMM reference each reaches."""
     d = results("m01/train_step")
     gemm = results("methodology/ceilings")["gemm"]
     peak = gemm["TFLOPs"]["median"]
     configs = _configs(d)
+    # one scale for both panels, from zero, so that heights compare across them
+    top = max(v["step_us"]["p90"] for c in configs for v in c["variants"].values()) * 1.1
     fig = make_subplots(rows=1, cols=len(configs), horizontal_spacing=0.18)
     short = {"eager": "eager", "torch_compile": "torch.compile", "jax_jit": "jax.jit"}
     symbol = {"eager": "circle", "torch_compile": "square", "jax_jit": "diamond"}
     for col, c in enumerate(configs, start=1):
-        highs = []
         for name, label in VARIANTS.items():
             v = c["variants"][name]
             s, tf = v["step_us"], v["TFLOPs"]["median"]
-            highs.append(s["p90"])
             fig.add_scatter(
                 x=[short[name]],
                 y=[s["median"]],
@@ -172,7 +175,7 @@ def train_step_time_by_size(results):
                     width=6,
                 ),
             )
-        fig.update_yaxes(range=[0, max(highs) * 1.1], row=1, col=col)
+        fig.update_yaxes(range=[0, top], row=1, col=col)
         # each panel named under its axis, short enough for a phone (the sizes are in the caption)
         fig.update_xaxes(
             title_text=("small step", "large step")[col - 1] if len(configs) == 2 else _title(c), row=1, col=col
@@ -180,3 +183,9 @@ def train_step_time_by_size(results):
     fig.update_yaxes(title_text="µs per training step", row=1, col=1)
     fig.update_layout(height=380, margin=margin(), hovermode="closest")
     return fig
+
+
+def gemm_headroom(results) -> dict:
+    """What the GEMM reference leaves the large step: 1 minus each variant's share of it (gemm_share),
+    the most a compiler could take off the step's time if every FLOP ran at the reference's rate."""
+    return {name: 1 - share for name, share in gemm_share(results).items()}

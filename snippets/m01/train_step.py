@@ -42,8 +42,8 @@ def torch_mlp(hidden: int, dev: str, dtype: torch.dtype) -> torch.nn.Sequential:
 def make_torch_step(model, compiled: bool):
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     forward, update = model, opt.step
-    if compiled:  # model and opt.step compiled apart, as the optimizer recipe does
-        # dynamic=False: the second size would otherwise get a dynamic-shape graph.
+    if compiled:  # model and opt.step apart, as the optimizer recipe does
+        # dynamic=False: else the second size gets a dynamic-shape graph
         forward, update = (
             torch.compile(model, dynamic=False),
             torch.compile(opt.step, dynamic=False),
@@ -51,7 +51,7 @@ def make_torch_step(model, compiled: bool):
 
     def step(x, y):
         loss = F.mse_loss(forward(x), y)
-        loss.backward()  # runs the backward graph AOTAutograd compiled with the forward
+        loss.backward()  # compiled: runs the compiled backward graph
         update()
         opt.zero_grad()
         return loss
@@ -66,13 +66,14 @@ def make_torch_step(model, compiled: bool):
 def mlp(params, x):
     for i, (w, b) in enumerate(params):
         x = x @ w + b
-        if i < len(params) - 1:  # an `if` on the list's length, not data: fine
-            x = jax.nn.gelu(x, approximate=False)  # exact erf form, as nn.GELU()
+        if i < len(params) - 1:  # on the list's length: fine under jit
+            x = jax.nn.gelu(x, approximate=False)  # as nn.GELU()
     return x
 
 
-def sgd_step(params, x, y):  # pure: the new weights come back as a value
-    loss, grads = jax.value_and_grad(lambda p: jnp.mean((mlp(p, x) - y) ** 2))(params)
+def sgd_step(params, x, y):  # pure: new weights come back as a value
+    loss, grads = jax.value_and_grad(
+        lambda p: jnp.mean((mlp(p, x) - y) ** 2))(params)
     return jax.tree.map(lambda p, g: p - LR * g, params, grads), loss
 
 
