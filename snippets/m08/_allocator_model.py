@@ -54,6 +54,7 @@ def pool_of(size: int) -> str:
     return "small" if size <= K_SMALL_SIZE else "large"
 
 
+# --8<-- [start:segments]
 def allocation_size(size: int) -> int:
     """What one cudaMalloc asks for when no cached block fits: a segment."""
     if size <= K_SMALL_SIZE:
@@ -70,6 +71,7 @@ def should_split(pool: str, remaining: int, expandable: bool = False) -> bool:
     return remaining > K_SMALL_SIZE  # large: keeps up to 1 MiB as slack
 
 
+# --8<-- [end:segments]
 # --8<-- [end:placement]
 def format_size(nbytes: int) -> str:
     """The allocator's format_size, as its out-of-memory message prints sizes."""

@@ -14,7 +14,7 @@ import textwrap
 
 import plotly.graph_objects as go
 
-from coursekit.plotting import BLUE, GREEN, ORANGE, RUNS, legend, margin
+from coursekit.plotting import BLUE, GREEN, ORANGE, RUNS, legend, margin, number
 from coursekit.stats import error_bars, paired
 
 MiB, GiB = 2**20, 2**30
@@ -196,7 +196,10 @@ def alloc_cost(results) -> go.Figure:
     fig.update_xaxes(
         type="log", title_text="bytes requested (log scale)", tickvals=sizes, ticktext=labels, tickangle=-40
     )
-    fig.update_yaxes(type="log", dtick=1, title_text="host time per call (µs, log scale)")
+    ticks = [m * 10**e for e in range(4) for m in (1, 2, 5)]  # 1, 2, 5 per decade: the loops near 2 µs read
+    fig.update_yaxes(
+        type="log", tickvals=ticks, ticktext=[number(v) for v in ticks], title_text="host time per call (µs, log scale)"
+    )
     fig.update_layout(
         height=500,
         margin=margin(t=40),
@@ -665,3 +668,17 @@ def runs(results) -> dict:
         )
     }
     return out
+
+
+# ---------------------------------------------------------------- the message's lines the page reads
+
+
+def oom_lines(results) -> dict:
+    """The default run's OOM message (``oom``'s, one clause a line) cut to the lines the page reads:
+    the error, the size asked for, the allowance, allocated and reserved-but-unallocated memory, and
+    the remedy it names. The driver's view of the GPU and the documentation link are left out (the
+    page's box quotes the former's numbers)."""
+    keep = ("CUDA out of memory", "Tried to allocate", "allowed", "allocated by PyTorch", "reserved by PyTorch")
+    keep += ("If reserved but unallocated", "expandable_segments")
+    lines = oom(results)["message"].splitlines()
+    return {"message": "\n".join(line for line in lines if any(k in line for k in keep))}
