@@ -312,3 +312,14 @@ def saved_bytes(results) -> go.Figure:
         legend=legend(-0.16, x=0),
     )
     return fig
+
+
+def runs(results) -> dict:
+    """The training step's device time in each of the build's two forced runs (``first``,
+    ``second``, as coursekit.plotting.RUNS names them): compiled and eager, each the stored summary
+    of that run (its median printed, p10 and p90 beside it)."""
+    from coursekit.plotting import RUNS
+
+    return {
+        name: dict(results("m05/kernels", hardware=hardware)["step_time_us"]) for name, hardware in RUNS.items()
+    }
