@@ -62,7 +62,7 @@ def train_step(results):
                     y=[v["first_call_s"] + (k - 1) * step_s],
                     mode="markers+text",
                     text=[f"{k:,.0f} steps"],
-                    textposition="top left",
+                    textposition="bottom right",  # below the compiled line, clear of the others
                     textfont=dict(color=COLOR[name], size=15),
                     row=1,
                     col=col,
