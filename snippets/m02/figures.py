@@ -145,18 +145,20 @@ def crossover(results):
         fig.add_annotation(
             x=math.log10(2**21.5),
             y=math.log10(math.sqrt(by_numel[2**21] * by_numel[2**22])),
-            ax=70,
-            ay=40,
+            ax=-15,
+            ay=-110,
             showarrow=True,
             arrowhead=2,
-            xanchor="left",
-            text="the kernel's time jumps:<br>the working set leaves L2",
+            xanchor="right",
+            text="L2 edge: the<br>kernel's time<br>jumps",
         )
     fig.update_xaxes(
         type="log",
         title="elements per tensor (log scale; float32, bytes moved = 12 × elements)",
         exponentformat="power",
         dtick=1,
+        # fixed, so that the annotations never widen the axis on a narrow figure
+        range=[-0.3, math.log10(max(numel)) + 0.3],
     )
     fig.update_yaxes(type="log", title="µs per op (log scale)")
     fig.update_layout(height=520, margin=margin(l=60), legend=legend(-0.18, x=0))
