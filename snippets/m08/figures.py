@@ -132,7 +132,7 @@ def alloc_cost(results) -> go.Figure:
         ("uncached", "uncached: empty_cache() first, so a cudaMalloc", lambda p: p["host_us"]["uncached"]),
         ("cached", "cached: a free block of that size waits in the cache", lambda p: p["host_us"]["cached"]),
         ("floor", "no call: only the two synchronisations around it", lambda p: p["host_us"]["floor"]),
-        ("steady", "in a loop: allocate and free, back to back", lambda p: p["alloc_free_us"]),
+        ("steady", "allocate-and-free loop, back to back", lambda p: p["alloc_free_us"]),
     )
     for key, name, pick in series:
         s = [pick(p) for p in points]
@@ -160,7 +160,7 @@ def alloc_cost(results) -> go.Figure:
             x=[sizes[0], sizes[-1]],
             y=[empty0["median"]] * 2,
             mode="lines",
-            name="in a loop: torch.empty(0), no memory at all",
+            name="torch.empty(0) in the same loop, no memory at all",
             line={"color": "black", "dash": "dash", "width": 1},
             hovertemplate="torch.empty(0) in the same loop: %{y:.2f} µs (median)<extra></extra>",
         )
