@@ -656,3 +656,18 @@ def bucket_tradeoff(results) -> go.Figure:
         showlegend=True,
     )
     return fig
+
+
+def compile_both_runs(results) -> dict:
+    """The sweep's compiling calls (seconds, wall time of the call) over both of the build's runs
+    (``RUNS``, read by name), every process and both orders: ``compile_call_s_lo``/``hi``, so that a
+    sentence about what a compile costs holds on either run."""
+    seconds = [
+        c["seconds"]
+        for hardware in RUNS.values()
+        for i in range(1, results.processes("m10/sweep", hardware=hardware) + 1)
+        for o in results("m10/sweep", hardware=hardware, process=i)["orders"]
+        for c in o["calls"]
+        if c["compiled"]
+    ]
+    return {"compile_call_s_lo": min(seconds), "compile_call_s_hi": max(seconds)}
