@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from coursekit.page.grammar import PLACEHOLDER, fenced, is_value, kind_of, strip_fences
+from coursekit.page.grammar import FENCE, PLACEHOLDER, fenced, is_value, kind_of, strip_fences
 
 WORDS_PER_MINUTE = 200
 SECONDS_PER_VISUAL = 20
@@ -116,7 +116,7 @@ def listings(main: str, root: Path = ROOT) -> list[int]:
     for line, code in zip(lines, fenced(lines)):
         if code and not inside:  # the opening fence
             inside, shown = True, 0
-        elif code and inside and re.match(r"^[ \t]*(`{3,}|~{3,})[ \t]*$", line):  # the closing fence
+        elif code and inside and (fence := FENCE.match(line)) and not fence["info"].strip():  # the closing fence
             inside = False
             sizes.append(shown)
         elif code:

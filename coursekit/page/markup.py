@@ -113,11 +113,12 @@ def provenance_line(ctx: PageContext, key: str, doc: dict, borrowed: bool = True
     """One line of provenance; ``borrowed=False`` for a set a figure asked for by name;
     ``versions=False`` where the page has said them once already."""
     prov = doc["provenance"]
-    note = (
-        f"<strong>Not measured on {html.escape(ctx.hardware)}; reference data:</strong> "
-        if borrowed and doc["hardware"] != ctx.hardware
-        else ""
-    )
+    if borrowed and doc["hardware"] != ctx.hardware:
+        note = f"<strong>Not measured on {html.escape(ctx.hardware)}; reference data:</strong> "
+    elif doc["hardware"] != ctx.hardware:  # a set the figure names itself: say which
+        note = f"{html.escape(store.set_label(doc['hardware'], ctx.results_dir))}: "
+    else:
+        note = ""
     where = f" on {html.escape(short_versions(prov))}" if versions else ""
     if "derived_from" in doc:
         return (
