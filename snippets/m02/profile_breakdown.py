@@ -17,7 +17,11 @@ CALLS = 1000
 def profile_adds(a, b, calls: int):
     """torch.profiler over `calls` eager adds of a and b: per-event totals
     (host, and device on a GPU)."""
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if a.is_cuda else [])
+    # fmt: off
+    activities = [ProfilerActivity.CPU] + (
+        [ProfilerActivity.CUDA] if a.is_cuda else []
+    )
+    # fmt: on
     with profile(activities=activities) as prof:
         for _ in range(calls):
             # autograd on (a and b require grad): the full eager path
