@@ -367,7 +367,8 @@ def printouts(results) -> dict:
             f"after manual_seed(0), replay == eager dropout: {rng['replay_equals_eager_after_same_seed']}"
         ),
         "rng_short": (
-            f"philox offset before and after each replay: {rng['offsets']}\n"
+            f"offset advanced by one replay: {rng['offset_per_replay']}, by one eager dropout: "
+            f"{rng['offset_per_eager_call']}\n"
             f"masks differ between replays: {rng['replays_differ']}\n"
             f"after manual_seed(0), replay == eager: {rng['replay_equals_eager_after_same_seed']}"
         ),
@@ -459,15 +460,15 @@ def per_kernel(results) -> go.Figure:
         fig.update_xaxes(type="log", title_text="kernels in the chain", row=1, col=col)
         if size == "few_us":  # the point to look at: the host keeps up, yet eager stays above the replay
             eager2, replay = again[-1][0], _point(first, size, ns[-1])["wall_us_per_kernel"]["graph"]["median"]
-            fig.update_yaxes(range=[floor * 0.7, eager_hi * 1.1], row=1, col=col)
+            fig.update_yaxes(range=[0, eager_hi * 1.1], row=1, col=col)
             fig.add_annotation(
                 x=math.log10(ns[-1]),
                 y=eager2,
                 text=f"second run: eager {eager2:.1f},<br>replay {replay:.1f} µs",
                 showarrow=True,
                 arrowhead=2,
-                ax=-60,
-                ay=-45,
+                ax=-70,
+                ay=95,
                 font={"size": 12},
                 row=1,
                 col=col,
@@ -584,7 +585,7 @@ def decode_tokens(results) -> go.Figure:
     fig = make_subplots(
         rows=1, cols=len(batches), subplot_titles=[f"batch {b}" for b in batches], horizontal_spacing=0.12
     )
-    short = {"eager": "eager", "graph": "eager model,<br>by hand", "compiled": "reduce-<br>overhead"}
+    short = {"eager": "eager<br>launches", "graph": "captured<br>by hand", "compiled": "reduce-<br>overhead"}
     order = ("eager", "graph", "compiled")
     for col, b in enumerate(batches, 1):
         for x, name in enumerate(order):
@@ -759,7 +760,7 @@ def control_steps(results) -> go.Figure:
                 x=[x],
                 y=[step["median"]],
                 width=0.5,
-                name=CONTROL_LABELS[v] + ": step, host time",
+                name=CONTROL_LABELS[v] + ": step, wall time",
                 marker={"color": COLORS[colour[v]], **_pattern(colour[v])},
                 error_y=error_bars([step["p10"]], [step["median"]], [step["p90"]]),
                 customdata=[[f"{first[0]['issue_us'][v]['median']:.1f}"]],
@@ -775,7 +776,7 @@ def control_steps(results) -> go.Figure:
             y=[b["median"] for b in busy],
             mode="markers",
             name="GPU busy per step (profiled)",
-            marker={"color": COLORS["gpu"], "symbol": "line-ew-open", "size": 44, "line": {"width": 4}},
+            marker={"color": COLORS["gpu"], "symbol": "line-ew-open", "size": 54, "line": {"width": 6}},
             customdata=[[CONTROL_LABELS[v], k] for v, k in zip(CONTROL_VARIANTS, kernels)],
             hovertemplate="%{customdata[0]}: %{y:.1f} µs of kernels, %{customdata[1]} kernels and copies per step"
             "<extra>GPU busy</extra>",
