@@ -22,7 +22,8 @@ STEPS = [4, 16, 64, 256]
 # --8<-- [start:chain]
 # --8<-- [start:chain_fn]
 def chain(steps: int):
-    """A function of steps matmul-tanh-add steps: Dynamo unrolls the loop into 3 * steps operations."""
+    """A function of steps matmul-tanh-add steps: Dynamo unrolls the loop
+    into 3 * steps operations."""
 
     def run(x, w):
         for _ in range(steps):

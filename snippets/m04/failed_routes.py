@@ -53,7 +53,8 @@ def scale_by(x, config):  # an options dict, as ordinary Python passes one
     return x * config["scale"]
 
 
-def scale_or_keep(x, config: dict[str, float]):  # annotated this time; a try block instead
+# annotated this time, and a try block instead
+def scale_or_keep(x, config: dict[str, float]):
     try:
         return x * config["scale"]
     except KeyError:
@@ -92,11 +93,24 @@ def dynamo_route(dev: str = "cpu") -> dict:
     """The same functions under torch.compile: do they give eager's answers?"""
     positive, negative = torch.ones(3, device=dev), -torch.ones(3, device=dev)
     config = {"scale": 3.0}
-    branch = torch.compile(double_or_negate, backend="eager")  # capture only: graphs run as eager code
+    # backend="eager": capture only, the graphs run as eager code
+    branch = torch.compile(double_or_negate, backend="eager")
     return {
-        "double_or_negate": all(torch.equal(branch(x), double_or_negate(x)) for x in (positive, negative)),
-        "scale_by": torch.equal(torch.compile(scale_by, backend="eager")(positive, config), positive * 3),
-        "scale_or_keep": torch.equal(torch.compile(scale_or_keep, backend="eager")(positive, {}), positive),
+        "double_or_negate": all(
+            torch.equal(
+                branch(x),
+                double_or_negate(x),
+            )
+            for x in (positive, negative)
+        ),
+        "scale_by": torch.equal(
+            torch.compile(scale_by, backend="eager")(positive, config),
+            positive * 3,
+        ),
+        "scale_or_keep": torch.equal(
+            torch.compile(scale_or_keep, backend="eager")(positive, {}),
+            positive,
+        ),
     }
 
 

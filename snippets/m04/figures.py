@@ -85,6 +85,9 @@ def calls(results) -> dict:
             "guards_over_eager": _paired([c / e for c, e in zip(guards, eager)], ""),
             "guards_over_graph": _paired([c / g for c, g in zip(guards, graph)], ""),
             "guards_share_of_added": _paired([c / (d - g) for c, d, g in zip(guards, dynamo, graph)], ""),
+            # the same parts as shares of the whole compiled call, the units Figure 2 draws
+            "guards_share_of_call": _paired([c / d for c, d in zip(guards, dynamo)], ""),
+            "rest_share_of_call": _paired([(d - g - c) / d for c, d, g in zip(guards, dynamo, graph)], ""),
             "ns_per_guard": _paired([c * 1e3 / p["guards"] for c in guards], "ns"),
             "logged_latency_us": p["logged_latency_us"],
             "logged_over_measured": p["logged_latency_us"] / p["host_us"]["guards_alone"]["median"],
@@ -220,16 +223,37 @@ def texts(results) -> dict:
     f = guards["fail_on_recompile_limit_hit"]
     failure = f"with fail_on_recompile_limit_hit=True: call {f['call']} raised {f['type']}: {f['message']}"
     return {
-        "trace": "\n".join(trace),
+        "trace": _wrapped(trace),
+        "guard_tree_short": _wrapped(_short_tree(tree), 80),
+        "limit_short": _wrapped(limit[1:4] + [line.strip() for line in lim["warnings"][0].splitlines()[:3:2]], 80),
         "script_scale_by": script["scale_by"],
         "script_scale_or_keep": script["scale_or_keep"],
         "fx": f"torch.fx.proxy.TraceError: {routes['fx_symbolic_trace_error']}",
-        "explain": "\n".join(explain),
+        "explain": _wrapped(explain, 80),
         "guard_tree": _wrapped(tree),
         "limit": _wrapped(limit + [failure]),
         "dynamo": dynamo,
         "script_keeps_branch": "right on both" if routes["script_keeps_the_branch"] else "wrong on one",
     }
+
+
+def _short_tree(tree: list[str]) -> list[str]:
+    """The guard tree cut to the lines the chapter reads: the global-state guard without its
+    settings, the managers without their accessors, the leaf guards on k and x; the other global
+    guards counted, and the logged latency (one cold check) left out."""
+    out, dropped = [], 0
+    for line in tree:
+        body = line.lstrip("| +-")
+        if body.startswith(("LAMBDA_GUARD", "TORCH_FUNCTION_MODE_STACK")):
+            dropped += 1
+        elif body.startswith("GLOBAL_STATE"):
+            out.append(line.split(" against")[0] + " against {grad_mode, autocast, ...}")
+        elif body.startswith("GuardManager"):
+            out.append(line.split(", accessed_by")[0])
+        elif not body.startswith("Guard eval latency"):
+            out.append(line)
+    first = next(i for i, line in enumerate(out) if "GuardManager:" in line)
+    return out[:first] + [f"| +- ... ({dropped} more global guards)"] + out[first:]
 
 
 def guard_cost(results) -> go.Figure:
@@ -257,14 +281,19 @@ def guard_cost(results) -> go.Figure:
                 mode="lines+markers",
                 name=label,
                 line={"dash": "dot"} if name == "guards_alone" else {},
-                marker={"size": 9, "symbol": "diamond" if name == "guards_alone" else "circle"},
+                marker={"size": 11, "symbol": "diamond" if name == "guards_alone" else "circle"},
                 error_y=error_bars(lows, mids, highs),
                 customdata=[[p["guards"], m] for p, m in zip(points, medians)],
                 hovertemplate="%{x} tensors, %{customdata[0]} guards: %{y:.2f} µs per call; each process's "
                 "median: %{customdata[1]}<extra>" + label + "</extra>",
             )
         )
-    fig.update_xaxes(type="log", title_text="guarded tensor inputs (a list of tensors, each 16 floats)")
+    fig.update_xaxes(
+        type="log",
+        title_text="guarded tensor inputs (a list of tensors, each 16 floats)",
+        tickvals=x,
+        ticktext=[f"{n:,}" for n in x],
+    )
     ticks = [1, 3, 10, 30, 100, 300, 1000, 3000]
     fig.update_yaxes(
         type="log",

@@ -56,7 +56,7 @@ WARNINGS_LOG = "torch._dynamo.convert_frame"  # where the recompile-limit warnin
 # --8<-- [start:noisy_branch]
 def noisy_branch(x):
     y = x * 2
-    print("  (from noisy_branch) y's norm:", y.norm())  # Python I/O, not a tensor operation: a graph break
+    print("  (from noisy_branch) y's norm:", y.norm())  # I/O: a graph break
     if y.sum() > 0:  # a branch on the data: another
         return y + 1
     return y - 1
