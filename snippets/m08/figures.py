@@ -63,6 +63,7 @@ def _by_size(data: dict) -> dict:
             "cudamalloc_extra_us": paired(h["uncached"], h["cached"]),
             "uncached_over_cached": paired(h["uncached"], h["cached"], lambda x, y: x / y, ""),
             "steady_us": paired(p["alloc_free_us"], data["no_allocation_us"]),
+            "cached_extra_us": paired(h["cached"], h["floor"]),  # one cached call beyond no call
             "reserved_MiB": p["per_call"]["uncached"]["reserved_bytes"] / MiB,
             "allocated_MiB": p["per_call"]["uncached"]["allocated_bytes"] / MiB,
         }
@@ -82,7 +83,9 @@ def _ordinals(rounds: list) -> str:
 
 def cost(results) -> dict:
     """Per request size (key: the size in bytes): what a cudaMalloc adds to a torch.empty (uncached
-    minus cached, round by round), the ratio of the two, and what a cached allocation costs in a loop
+    minus cached, round by round), the ratio of the two, what one cached call costs beyond no call
+    (cached minus floor, round by round; ``cached_extra_growth_us_lo``: its median at 2 GiB less its
+    median at 1 MiB, the least over processes), and what a cached allocation costs in a loop
     beyond a tensor that allocates nothing (torch.empty(size) minus torch.empty(0), round by round).
     The ranges over the sizes (``*_lo``, ``*_hi``) are taken over the medians of every size in every
     process, so that one sentence can quote the extremes of all processes; and the rounds of the
@@ -99,6 +102,11 @@ def cost(results) -> dict:
     )
     steady = [v["steady_us"]["median"] for b in every for v in b.values()]
     extra = [v["cudamalloc_extra_us"]["median"] for b in every for v in b.values()]
+    # how much more one cached call costs beyond no call at 2 GiB than at 1 MiB: the least over processes
+    growth = min(
+        b[_size_key(2 * GiB)]["cached_extra_us"]["median"] - b[_size_key(MiB)]["cached_extra_us"]["median"]
+        for b in every
+    )
     fastest = None
     for d in _every_process(results, "m08/alloc_cost"):
         point = next(p for p in d["points"] if p["size_bytes"] == 256 * MiB)
@@ -111,6 +119,7 @@ def cost(results) -> dict:
         "steady_us_hi": max(steady),
         "cudamalloc_extra_us_lo": min(extra),
         "cudamalloc_extra_us_hi": max(extra),
+        "cached_extra_growth_us_lo": growth,
         "sizes": len(by),
         "model_disagreements": disagreements,
         "fast_rounds_256MiB": _ordinals(sorted(i + 1 for i in fastest)) if fastest else "none",
