@@ -53,8 +53,7 @@ def scale_by(x, config):  # an options dict, as ordinary Python passes one
     return x * config["scale"]
 
 
-# annotated this time, and a try block instead
-def scale_or_keep(x, config: dict[str, float]):
+def scale_or_keep(x, config: dict[str, float]):  # annotated, with a try block
     try:
         return x * config["scale"]
     except KeyError:

@@ -195,7 +195,7 @@ def texts(results) -> dict:
     ]
     script = {}
     for name, err in routes["script_errors"].items():
-        script[name] = f"torch.jit.script({name}) raised {err['type']}:\n{err['message']}"
+        script[name] = _wrapped(f"torch.jit.script({name}) raised {err['type']}:\n{err['message']}".splitlines(), 80)
     e = guards["explain"]
     explain = [f"graphs: {e['graphs']}, graph breaks: {e['graph_breaks']}, ops (call_function nodes): {e['ops']}"]
     for i, b in enumerate(e["breaks"], 1):
@@ -223,12 +223,12 @@ def texts(results) -> dict:
     f = guards["fail_on_recompile_limit_hit"]
     failure = f"with fail_on_recompile_limit_hit=True: call {f['call']} raised {f['type']}: {f['message']}"
     return {
-        "trace": _wrapped(trace),
+        "trace": _wrapped(trace, 80),
         "guard_tree_short": _wrapped(_short_tree(tree), 80),
         "limit_short": _wrapped(limit[1:4] + [line.strip() for line in lim["warnings"][0].splitlines()[:3:2]], 80),
         "script_scale_by": script["scale_by"],
         "script_scale_or_keep": script["scale_or_keep"],
-        "fx": f"torch.fx.proxy.TraceError: {routes['fx_symbolic_trace_error']}",
+        "fx": _wrapped([f"torch.fx.proxy.TraceError: {routes['fx_symbolic_trace_error']}"], 80),
         "explain": _wrapped(explain, 80),
         "guard_tree": _wrapped(tree),
         "limit": _wrapped(limit + [failure]),
@@ -459,7 +459,9 @@ def compile_runs(results) -> dict:
             return results(key, hardware=hardware_ or hardware, process=process)
 
         stages = compile_stages(pinned)
+        largest = pinned("m04/compile_time")["points"][-1]
         out[name] = {
+            "largest_first_call_s": largest["first_call_s"]["inductor"]["median"],
             "growth": stages["growth"]["inductor_s"],
             "ops_growth": stages["growth"]["ops"],
             "ms_per_op": stages["ms_per_op"]["inductor_s"],

@@ -204,9 +204,9 @@ def sweep_variants(n: int, dev: str, inductor: bool) -> tuple[dict, dict]:
     graph = captured_graphs[0]
     variants = {
         "eager": lambda: bump_all(xs),
-        "graph_alone": lambda: graph(
-            *xs
-        ),  # the lazy forward the backend returned (Dynamo installs the disable-wrapped generated forward instead)
+        # the lazy forward the backend returned (Dynamo installs the
+        # disable-wrapped generated forward instead)
+        "graph_alone": lambda: graph(*xs),
         "guards_alone": lambda: check(frame_locals),
         "dynamo_eager": lambda: dynamo(xs),  # guards + Dynamo's bytecode + the graph
     }
