@@ -15,6 +15,7 @@ rounds are taken round by round (``coursekit.stats.paired``). Nothing here impor
 """
 
 import re
+import textwrap
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -601,7 +602,9 @@ def bucket_tradeoff(results) -> go.Figure:
                 x=[w["graphs"]],
                 y=[100 * w["padding_waste"]],
                 mode="markers+text",
-                text=[WAY_SHORT.get(name, name)],
+                text=[
+                    WAY_SHORT.get(name, name) + (f" ({w['eager_requests']} ran eagerly)" if w["eager_requests"] else "")
+                ],
                 textposition="top center",
                 marker={"size": 14, "color": COLORS.get(name, COLORS["dynamic"])},
                 name=label,
@@ -636,7 +639,7 @@ def bucket_tradeoff(results) -> go.Figure:
             y=[facts["ways"][n]["floor_ms"] for n in ways],
             mode="markers",
             marker={"symbol": "line-ew-open", "size": 30, "color": "black", "line": {"width": 3}},
-            name="floor: weights read at the copy ceiling or the math at the GEMM ceiling, per request",
+            name="floor: the weights' read or the math, per request",
             hovertemplate="floor %{y:.2f} ms<extra></extra>",
         ),
         row=1,
@@ -671,3 +674,40 @@ def compile_both_runs(results) -> dict:
         if c["compiled"]
     ]
     return {"compile_call_s_lo": min(seconds), "compile_call_s_hi": max(seconds)}
+
+
+# ---------------------------------------------------------------- printouts broken to the page's width
+
+
+def _fit(text: str, width: int = 76) -> str:
+    """Each line longer than ``width`` broken at spaces, continued four columns under its indent."""
+    out = []
+    for line in text.splitlines():
+        indent = " " * (len(line) - len(line.lstrip()))
+        if len(line) <= width:
+            out.append(line)
+            continue
+        out += textwrap.wrap(
+            line.strip(),
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent + "    ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    return "\n".join(out)
+
+
+def page_text(results) -> dict:
+    """The sweep's and the unbacked snippet's printouts as the page shows them, lines broken to fit:
+    ``guards_symbolic`` the symbolic graph's guards alone, ``guards`` every graph's, ``reasons`` the
+    recompile reasons without the source lines they quote (``reasons_full`` with them),
+    ``fullgraph_error`` the unbacked error."""
+    sweep = sweep_text(results)
+    return {
+        "guards_symbolic": _fit(sweep["guards"].split("\n\n")[1]),
+        "guards": _fit(sweep["guards"]),
+        "reasons": _fit("\n".join(ln for ln in sweep["reasons"].splitlines() if not ln.lstrip().startswith("#"))),
+        "reasons_full": _fit(sweep["reasons"]),
+        "fullgraph_error": _fit(unbacked_text(results)["fullgraph_error"]),
+    }

@@ -58,7 +58,8 @@ def compile_step(model, backend: str):
     def step(x):  # the compiled frame: guards name its argument L['x']
         return model(x)
 
-    return torch.compile(step, backend=backend)  # dynamic=None: specialise first, then automatic dynamic
+    # dynamic=None: specialise first, then automatic dynamic
+    return torch.compile(step, backend=backend)
 
 
 # --8<-- [end:model]

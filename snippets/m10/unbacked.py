@@ -38,7 +38,8 @@ def mean_of_positives(x):
 
 def mean_of_positives_checked(x):
     n = (x > 0).sum().item()
-    torch._check(n > 0)  # the caller's promise, checked at run time: the branch below is now decided
+    # the caller's promise, checked at run time: the branch below is now decided
+    torch._check(n > 0)
     if n == 0:
         return x.new_zeros(())
     return x.clamp(min=0).sum() / n
