@@ -165,16 +165,15 @@ def compile_stages(results) -> dict:
     }
 
 
-def _wrapped(lines: list[str], width: int = 88) -> str:
-    """Long output lines broken at spaces, continuations indented under their line, so that a
-    code block shows them whole without scrolling."""
+def _wrapped(lines: list[str], width: int = 80) -> str:
+    """Long output lines broken at spaces (a word longer than a line, such as the global state's
+    settings, is split), continuations indented under their line, so that a code block shows them
+    whole without scrolling."""
     out = []
     for line in lines:
         indent = " " * (len(line) - len(line.lstrip()))
         out.extend(
-            textwrap.wrap(
-                line, width, subsequent_indent=indent + "    ", break_long_words=False, break_on_hyphens=False
-            )
+            textwrap.wrap(line, width, subsequent_indent=indent + "    ", break_long_words=True, break_on_hyphens=False)
             or [line]
         )
     return "\n".join(out)
