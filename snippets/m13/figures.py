@@ -533,7 +533,7 @@ def regional_compile(results) -> go.Figure:
         fig.update_xaxes(title_text="layers", type="log", tickvals=[4, 16, 48], row=1, col=col)
         fig.update_yaxes(rangemode="tozero", row=1, col=col)
     fig.update_yaxes(title_text="seconds (compile and one forward)", row=1, col=1)
-    fig.update_yaxes(title_text="ms per forward (" + WHISKERS + ")", row=1, col=3)
+    fig.update_yaxes(title_text="ms per forward", row=1, col=3)  # whiskers: in the page's caption
     fig.update_layout(
         height=460,
         margin=margin(r=10, t=40, b=50),
@@ -576,3 +576,64 @@ def cache_layers(results) -> go.Figure:
         hovermode="closest",
     )
     return fig
+
+
+# ---------------------------------------------------------------- the training step's ledger
+
+
+def ledger(results) -> dict:
+    """The training step's ledger, in ms: per row the eager time, what its tool could take off at most,
+    and what compiling the model and AdamW took off (eager less ``default+optimizer``, medians).
+
+    Rows: ``gemm`` and ``attention`` (library kernels: no tool takes them off), ``fusable``
+    (memory-bound plus unclassified kernels: fusion takes off at most all of it), ``adamw`` (the
+    optimizer's kernels, the AdamW.step annotation taken out: a compiled AdamW at most down to its
+    byte floor), ``outside`` (the timed step less the kernel classes: idle time and host work between
+    kernels) and ``step`` (the whole step; ``at_most`` is what the rows above allow together, ``floor``
+    what that leaves). The rows add up to the step in each column."""
+    d = derived(results)["train"]
+    train = results("m13/train_step")
+    eager, both = d["modes"]["eager"]["class_us"], d["modes"]["default_optimizer"]["class_us"]
+    step = {m: _train_point(train, m)["step_us"]["median"] / 1e3 for m in ("eager", "default+optimizer")}
+    rows = {
+        "gemm": (eager["gemm"], both["gemm"], 0.0),
+        "attention": (eager["attention"], both["attention"], 0.0),
+        "fusable": (
+            eager["memory_bound"] + eager["other"],
+            both["memory_bound"] + both["other"],
+            eager["memory_bound"] + eager["other"],
+        ),
+        "adamw": (eager["optimizer"], both["optimizer"], eager["optimizer"] - d["adamw_floor_us"]),
+    }
+    out = {name: {"eager": e / 1e3, "removed": (e - c) / 1e3, "at_most": m / 1e3} for name, (e, c, m) in rows.items()}
+    kernels = {run: sum(v[run] for v in rows.values()) / 1e3 for run in (0, 1)}
+    out["outside"] = {
+        "eager": step["eager"] - kernels[0],
+        "removed": (step["eager"] - kernels[0]) - (step["default+optimizer"] - kernels[1]),
+    }
+    out["outside"]["added"] = -out["outside"]["removed"]  # it grew: the page says by how much
+    at_most = sum(r["at_most"] for r in out.values() if "at_most" in r)
+    out["step"] = {
+        "eager": step["eager"],
+        "compiled": step["default+optimizer"],
+        "removed": step["eager"] - step["default+optimizer"],
+        "at_most": at_most,
+        "floor": step["eager"] - at_most,
+    }
+    return out
+
+
+def regional_forward(results) -> dict:
+    """Per layer count, the per-block model's steady forward over the whole model's (warm processes,
+    medians of host wall time) in each run, with the lowest and highest: above 1, per block was slower."""
+    out = {}
+    points = {run: _regional_points(results, hw) for run, hw in RUNS.items()}
+    for layers in (4, 16, 48):
+        out[str(layers)] = _both(
+            [
+                _case(points[run], layers, "regional")["warm"]["forward_us"]["median"]
+                / _case(points[run], layers, "whole")["warm"]["forward_us"]["median"]
+                for run in RUNS
+            ]
+        )
+    return out

@@ -8,7 +8,9 @@ at 4 and 16 layers (regional_48.py: 48; nested at 16 only), forward only (infere
   default since 2.5) a block's weights are graph inputs, not constants, so every block reuses the
   code compiled for the first: one graph, however many layers (counters below).
 - nested: torch.compile(model) with each block's forward marked torch.compiler.nested_compile_region
-  (hierarchical compilation: Dynamo traces the region once and stamps it out).
+  (hierarchical compilation: Dynamo still traces the region at every call, installs one subgraph
+  when the traces match and emits an invoke_subgraph call at each use, so AOTAutograd and Inductor
+  lower it once).
 
 Each case runs in a fresh child process (subprocess.run with sys.executable) with its own
 TORCHINDUCTOR_CACHE_DIR (TRITON_CACHE_DIR unset, so Inductor puts Triton's cache inside it): cold =
@@ -50,7 +52,7 @@ TOKENS = 1024
 
 # --8<-- [start:strategies]
 class NestedBlock(Block):
-    @torch.compiler.nested_compile_region  # compiled once, reused by every block (hierarchical compilation)
+    @torch.compiler.nested_compile_region  # traced at each call, lowered once for every block
     def forward(self, x, cache=None, pos=None):
         return super().forward(x, cache, pos)
 
