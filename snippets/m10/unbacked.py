@@ -46,7 +46,8 @@ def mean_of_positives_checked(x):
 
 
 def doubled_positives(x):
-    index = torch.nonzero(x > 0).squeeze(1)  # as many rows as there are positives
+    # as many rows as there are positives
+    index = torch.nonzero(x > 0).squeeze(1)
     return x[index] * 2
 
 
