@@ -239,20 +239,23 @@ def texts(results) -> dict:
 def _short_tree(tree: list[str]) -> list[str]:
     """The guard tree cut to the lines the chapter reads: the global-state guard without its
     settings, the managers without their accessors, the leaf guards on k and x; the other global
-    guards counted, and the logged latency (one cold check) left out."""
-    out, dropped = [], 0
+    guards counted in one marker where the first of them stood, and the logged latency (one cold
+    check) left out."""
+    out, dropped, at = [], 0, None
     for line in tree:
         body = line.lstrip("| +-")
         if body.startswith(("LAMBDA_GUARD", "TORCH_FUNCTION_MODE_STACK")):
             dropped += 1
+            at = len(out) if at is None else at  # the marker goes where the first dropped line was
         elif body.startswith("GLOBAL_STATE"):
             out.append(line.split(" against")[0] + " against {grad_mode, autocast, ...}")
         elif body.startswith("GuardManager"):
             out.append(line.split(", accessed_by")[0])
         elif not body.startswith("Guard eval latency"):
             out.append(line)
-    first = next(i for i, line in enumerate(out) if "GuardManager:" in line)
-    return out[:first] + [f"| +- ... ({dropped} more global guards)"] + out[first:]
+    if at is None:
+        return out
+    return out[:at] + [f"| +- ... ({dropped} more global guards)"] + out[at:]
 
 
 def guard_cost(results) -> go.Figure:
