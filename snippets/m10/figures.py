@@ -701,13 +701,11 @@ def _fit(text: str, width: int = 76) -> str:
 def page_text(results) -> dict:
     """The sweep's and the unbacked snippet's printouts as the page shows them, lines broken to fit:
     ``guards_symbolic`` the symbolic graph's guards alone, ``guards`` every graph's, ``reasons`` the
-    recompile reasons without the source lines they quote (``reasons_full`` with them),
-    ``fullgraph_error`` the unbacked error."""
+    recompile reasons with the source lines they quote, ``fullgraph_error`` the unbacked error."""
     sweep = sweep_text(results)
     return {
         "guards_symbolic": _fit(sweep["guards"].split("\n\n")[1]),
         "guards": _fit(sweep["guards"]),
-        "reasons": _fit("\n".join(ln for ln in sweep["reasons"].splitlines() if not ln.lstrip().startswith("#"))),
-        "reasons_full": _fit(sweep["reasons"]),
+        "reasons": _fit(sweep["reasons"]),
         "fullgraph_error": _fit(unbacked_text(results)["fullgraph_error"]),
     }

@@ -46,8 +46,7 @@ def mean_of_positives_checked(x):
 
 
 def doubled_positives(x):
-    # as many rows as there are positives
-    index = torch.nonzero(x > 0).squeeze(1)
+    index = torch.nonzero(x > 0).squeeze(1)  # as many rows as there are positives
     return x[index] * 2
 
 
