@@ -19,15 +19,12 @@ PROCESSES = 3  # host-side numbers: the build job runs this snippet in three fre
 
 
 # --8<-- [start:variants]
-def make_step(model, compile_model: str | None, compile_optimizer: bool,
-              lr: float):
+def make_step(model, compile_model: str | None, compile_optimizer: bool, lr: float):
     """compile_model: None (eager) or a torch.compile mode;
     compile_optimizer: compile opt.step."""
     opt = torch.optim.SGD(model.parameters(), lr=lr)
-    forward = model if compile_model is None else torch.compile(
-        model, mode=compile_model, dynamic=False)
-    update = (torch.compile(opt.step, dynamic=False)
-              if compile_optimizer else opt.step)
+    forward = model if compile_model is None else torch.compile(model, mode=compile_model, dynamic=False)
+    update = torch.compile(opt.step, dynamic=False) if compile_optimizer else opt.step
 
     def step(x, y):
         F.mse_loss(forward(x), y).backward()

@@ -72,8 +72,7 @@ def mlp(params, x):
 
 
 def sgd_step(params, x, y):  # pure: new weights come back as a value
-    loss, grads = jax.value_and_grad(
-        lambda p: jnp.mean((mlp(p, x) - y) ** 2))(params)
+    loss, grads = jax.value_and_grad(lambda p: jnp.mean((mlp(p, x) - y) ** 2))(params)
     return jax.tree.map(lambda p, g: p - LR * g, params, grads), loss
 
 

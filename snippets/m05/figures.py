@@ -320,6 +320,4 @@ def runs(results) -> dict:
     of that run (its median printed, p10 and p90 beside it)."""
     from coursekit.plotting import RUNS
 
-    return {
-        name: dict(results("m05/kernels", hardware=hardware)["step_time_us"]) for name, hardware in RUNS.items()
-    }
+    return {name: dict(results("m05/kernels", hardware=hardware)["step_time_us"]) for name, hardware in RUNS.items()}
