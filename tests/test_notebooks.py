@@ -412,7 +412,7 @@ def _heading_ids(page: str) -> set[str]:
     """The ids the toc extension gives a page's headings (the section anchors a link can name)."""
     text = re.sub(r"^(```|~~~).*?^\1", "", (ROOT / "docs" / page).read_text(), flags=re.S | re.M)
     headings = "\n\n".join(line for line in text.splitlines() if re.match(r"#{2,4} ", line))
-    return set(re.findall(r'<h\d id="([^"]+)"', markdown.markdown(headings, extensions=["toc"])))
+    return set(re.findall(r'<h\d id="([^"]+)"', markdown.markdown(headings, extensions=["attr_list", "toc"])))
 
 
 def test_glossary_rejects_a_malformed_line(tmp_path):
