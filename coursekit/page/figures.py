@@ -200,8 +200,8 @@ def figure(ctx: PageContext, rest: str, placeholder: str) -> str:
     shown = re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(caption, quote=False))
     return ctx.page.stash(
         f'<figure class="course-figure" id="fig-{html.escape(module_dir)}-{html.escape(func)}">'
-        f'<div class="course-plot" role="img" aria-label="{html.escape(label)}" '
-        f'data-plotly="{html.escape(fig.json)}"{overlay}></div>'
+        f'<div class="course-plot" role="img" aria-label="{html.escape(label)}"'
+        f'{markup.json_text_attr("data-plotly", fig.json)}{overlay}></div>'
         f'<figcaption><p class="figure-caption"><span class="figure-number">Figure {number}.</span> {shown}</p>'
         f'<p class="provenance-line">{provenance(ctx, used)}</p></figcaption></figure>'
     )

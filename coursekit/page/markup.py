@@ -28,7 +28,12 @@ def short_versions(prov: dict) -> str:
 
 def json_attr(name: str, value) -> str:
     """`` name='<compact JSON>'``: single quotes, so that the JSON's own quotes need no escaping."""
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return json_text_attr(name, json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+
+
+def json_text_attr(name: str, text: str) -> str:
+    """`` name='<JSON text>'`` for JSON already written (a figure's, as plotly wrote it); single
+    quotes, since a figure's every key and hover label would cost six bytes a quote as ``&quot;``."""
     return f" {name}='{html.escape(text, quote=False).replace(chr(39), '&#39;')}'"
 
 

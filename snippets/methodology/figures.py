@@ -141,7 +141,7 @@ def drift_figure(results):
             fig.add_trace(
                 go.Scatter(
                     x=[float(f"{max(r[field], 0.01):.4g}") for r in picked],  # 4 digits: the page stays light
-                    y=[round(y0 + _jitter(i), 3) for i in range(len(picked))],
+                    y=[round(y0 + _jitter(i), 2) for i in range(len(picked))],  # a spread within the row, not a value
                     mode="markers",
                     name=labels[-1],
                     marker={"symbol": "circle" if clock == "host" else "diamond", "size": 6, "opacity": 0.7},
