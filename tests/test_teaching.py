@@ -208,3 +208,16 @@ def test_the_diagram_check_catches():
     assert diagram_problems(good.replace('<text x="1" y="2">Words</text>', "<path d='M0 0'/>"))
     assert diagram_problems(good.replace("Diagram 1. Python runs beside the GPU, one launch per op.", "A picture"))
     assert diagram_problems(good.replace("<rect", "<script>x</script><rect"))
+
+
+@pytest.mark.parametrize("page", sorted(DOCS.rglob("*.md")), ids=lambda p: str(p.relative_to(DOCS)))
+def test_no_figure_sits_in_a_collapsed_box(page):
+    """figures.js draws a figure when it nears the screen; one inside a closed box never does (and an
+    open box draws it narrower than the column): figures go on the main line."""
+    _, boxed = teaching.split_collapsed(page.read_text())
+    assert "{{ figure" not in boxed, f"{page.relative_to(DOCS)}: a {{{{ figure }}}} inside a collapsed box"
+
+
+def test_a_figure_in_a_box_is_found():
+    _, boxed = teaching.split_collapsed('??? note "Box"\n    {{ figure m02/crossover | A caption }}\n')
+    assert "{{ figure" in boxed
