@@ -4,7 +4,7 @@ import ast
 import json
 
 import pytest
-from conftest import ROOT, run_python, run_script_once
+from conftest import ROOT, _run_script, run_python, run_script_once
 
 from coursekit import results as store
 
@@ -26,7 +26,17 @@ def test_snippet_measure_returns_valid_data(path):
     """The data of the same run (run_script_once: the download, through the build job's runner)."""
     proc = run_script_once(path)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    store.check_data(proc.data)
+    try:
+        store.check_data(proc.data)
+    except store.ResultError as exc:
+        if "must be positive" not in str(exc):
+            raise
+        # On a CPU a race's time can be a difference of two host timings (m14/decode1: T(n tokens)
+        # less T(1 token), two rounds at small sizes), which a loaded machine can push below zero:
+        # one fresh run more, held to the same check
+        again = _run_script(path)
+        assert again["returncode"] == 0, again["stderr"][-4000:]
+        store.check_data(again["data"])
 
 
 def test_the_runner_prints_the_table_from_the_data_it_measured(tmp_path):

@@ -201,7 +201,7 @@ def figure(ctx: PageContext, rest: str, placeholder: str) -> str:
     return ctx.page.stash(
         f'<figure class="course-figure" id="fig-{html.escape(module_dir)}-{html.escape(func)}">'
         f'<div class="course-plot" role="img" aria-label="{html.escape(label)}"'
-        f'{markup.json_text_attr("data-plotly", fig.json)}{overlay}></div>'
+        f"{markup.json_text_attr('data-plotly', fig.json)}{overlay}></div>"
         f'<figcaption><p class="figure-caption"><span class="figure-number">Figure {number}.</span> {shown}</p>'
         f'<p class="provenance-line">{provenance(ctx, used)}</p></figcaption></figure>'
     )
