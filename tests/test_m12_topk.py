@@ -6,14 +6,18 @@ to past the 128-group limit of the packed threshold search.
 
 Every result is checked three ways: the values equal torch.topk's exactly (NaN included); every index
 points at its value and no index repeats (so the indices are torch's up to which of the tied elements
-at the k-th value were taken); and the indices equal the kernel's documented order exactly, computed
-here in numpy: torch's CUDA radix order of the values (NaN first, +0.0 above -0.0), ties by lowest
-index."""
+at the k-th value were taken); and the indices equal the kernel's documented order exactly
+(snippets/m12/_special_rows.py, computed with integer keys: torch's CUDA radix order of the values,
+NaN first, +0.0 above -0.0; ties by lowest index). The special rows are defined there too, once:
+special.py runs the same rows on the GPU, and the last tests here read what it stored."""
 
-import numpy as np
+from pathlib import Path
+
 import pytest
 import torch
 from conftest import load_snippet
+
+from coursekit import results as store
 
 pytestmark = pytest.mark.filterwarnings("ignore:All-NaN slice:RuntimeWarning")  # the interpreter's max of a NaN row
 
@@ -26,14 +30,8 @@ def m():
     return load_snippet("m12/_topk")
 
 
-def documented_order(x: torch.Tensor, k: int) -> torch.Tensor:
-    """The indices the kernel promises: by torch's radix key (TopKTypeConfig<float>::convert) from the
-    largest, equal keys by lowest index."""
-    bits = x.float().cpu().numpy().view(np.uint32)
-    key = np.where(bits >> 31 == 1, ~bits, bits | np.uint32(0x80000000)).astype(np.uint64)
-    key = np.where(np.isnan(x.float().cpu().numpy()), np.uint64(0xFFFFFFFF), key)
-    order = np.stack([np.lexsort((np.arange(row.size), -row.astype(np.int64))) for row in key])
-    return torch.from_numpy(order[:, :k].copy())
+SPECIAL = load_snippet("m12/_special_rows")  # the special rows and the documented order, shared with special.py
+documented_order = SPECIAL.documented_order
 
 
 def check(m, x: torch.Tensor, k: int, **kwargs):
@@ -48,12 +46,18 @@ def check(m, x: torch.Tensor, k: int, **kwargs):
         strictly_above = [i for i, value in zip(row, v) if value > last or (value.isnan() and not last.isnan())]
         ref_above = [i for i, value in zip(ref_row, v) if value > last or (value.isnan() and not last.isnan())]
         assert set(strictly_above) == set(ref_above), "the elements above the k-th value differ from torch's"
-    assert torch.equal(indices.cpu(), documented_order(x, k)), "not the documented order of ties"
+    assert torch.equal(indices, documented_order(x, k)), "not the documented order of ties"
     return values, indices
 
 
 def rows(*shape, dtype=torch.float32, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype).to(DEV)
+    return SPECIAL.randn_rows(*shape, dtype=dtype, seed=seed, device=DEV)
+
+
+def special(name):
+    """A special row of _special_rows.py (special.py runs the same rows on the GPU): (x, k, options)."""
+    build, k, options = SPECIAL.SPECIAL_ROWS[name]
+    return build(DEV), k, options
 
 
 # ---------------------------------------------------------------- the plan
@@ -105,65 +109,54 @@ def test_16_bit_rows_with_their_ties(m, dtype):
 
 
 def test_top_k_in_the_tail_chunk(m):
-    x = torch.arange(4100, dtype=torch.float32, device=DEV).repeat(2, 1)  # sorted: the top 50 in the last,
-    check(m, x, 50, chunk=512)  # 4-element chunk (4,100 = 8 x 512 + 4)
+    x, k, options = special("top_k_in_the_tail_chunk")  # sorted: the top 50 in the last, 4-element chunk
+    assert x.shape[1] % options["chunk"] == 4
+    check(m, x, k, **options)
 
 
 # ---------------------------------------------------------------- adversarial rows
 
 
 def test_sorted_rows(m):
-    up = torch.linspace(-3, 3, 3000, device=DEV)
-    check(m, torch.stack([up, up.flip(0)]), 50, chunk=512)
+    x, k, options = special("sorted")  # one row ascending, one descending
+    check(m, x, k, **options)
 
 
 def test_all_equal_rows_return_the_first_k_indices(m):
-    x = torch.full((2, 1000), 1.5, device=DEV)
-    _, indices = check(m, x, 50, chunk=256)
+    x, k, options = special("all_equal")
+    _, indices = check(m, x, k, **options)
     assert indices.tolist() == [list(range(50))] * 2
 
 
 def test_few_distinct_values(m):
-    x = torch.randint(0, 4, (2, 1000), generator=torch.Generator().manual_seed(5)).float().to(DEV)
-    check(m, x, 50, chunk=256)  # hundreds of ties at the k-th value: the exact path
+    x, k, options = special("few_distinct")
+    check(m, x, k, **options)  # hundreds of ties at the k-th value
 
 
 def test_large_values_in_few_groups_take_the_exact_path(m):
-    # Groups are strided: element i is in group i % groups. Put every large value in 10 groups (fewer
-    # than k): the k-th largest group maximum is then a small value, and all 160 large elements of a
-    # 2,048-element chunk pass the filter, more than its 128 slots: the exact search runs.
-    level = m.plan(2, 2100, 50, chunk=2048)[0]
+    # every large value in 10 of the 128 strided groups (fewer than k): all 160 large elements of a
+    # 2,048-element chunk pass the filter, more than its 128 slots: the exact search runs
+    x, k, options = special("large_values_in_few_groups")
+    level = m.plan(*x.shape, k, **options)[0]
     assert (level["groups"], level["slots"]) == (128, 128)
-    x = rows(2, 2100, seed=6)
-    x[:, (torch.arange(2100, device=DEV) % 128) < 10] += 100
-    check(m, x, 50, chunk=2048)
+    check(m, x, k, **options)
 
 
 def test_nan_ranks_above_everything(m):
-    x = rows(3, 1000, seed=7)
-    x[0, [10, 555, 999]] = float("nan")  # fewer NaN than k: all of them first
-    x[1, ::5] = float("nan")  # more NaN than k (200): the first 50 by index
-    x[2] = float("nan")
-    x[2, 7] = -float("nan")  # a NaN with the sign bit set ranks with the others
-    values, indices = check(m, x, 50, chunk=256)
+    x, k, options = special("nan")  # fewer NaN than k; more NaN than k (every 5th); NaN and one -NaN
+    values, indices = check(m, x, k, **options)
     assert values[0, :3].isnan().all() and not values[0, 3:].isnan().any()
     assert indices[1].tolist() == list(range(0, 250, 5))
 
 
 def test_infinities(m):
-    x = rows(3, 1000, seed=8)
-    x[0, 100:130] = float("inf")
-    x[0, 200:300] = -float("inf")
-    x[1] = -float("inf")  # every element -inf
-    x[2, :980] = -float("inf")  # 20 finite values, then 30 of the -inf by index
-    check(m, x, 50, chunk=256)
+    x, k, options = special("infinities")  # +-inf in a row; a row of -inf; 20 finite values, then -inf
+    check(m, x, k, **options)
 
 
 def test_signed_zeros(m):
-    x = torch.zeros(1, 1000, device=DEV)
-    x[0, ::2] = -0.0
-    x[0, 500:] = -1.0
-    _, indices = check(m, x, 50)  # +0.0 above -0.0, as torch's CUDA radix key has it
+    x, k, options = special("signed_zeros")
+    _, indices = check(m, x, k, **options)  # +0.0 above -0.0, as torch's CUDA radix key has it
     assert indices[0].tolist() == list(range(1, 100, 2))
 
 
@@ -174,3 +167,73 @@ def test_rejects_what_it_does_not_do(m):
             m.topk(x, k)
     with pytest.raises(ValueError):
         m.topk(x[0], 5)
+
+
+# ---------------------------------------------------------------- special.py: the exact path, and its GPU results
+
+
+@pytest.fixture(scope="module")
+def sp():
+    return load_snippet("m12/special")
+
+
+@pytest.mark.skipif(CUDA, reason="counts the interpreter's calls: on a GPU the kernel is compiled")
+@pytest.mark.parametrize(
+    "row", ["normal", "masked", "masked_few", "ascending", "bf16_ties", "nan", "infinities", "signed_zeros"]
+)
+def test_exact_path_prediction_matches_the_interpreter(sp, monkeypatch, row):
+    """special.py stores how many first-launch programs take the exact path, computed on the host by
+    the kernel's rule; here the interpreter's own calls to the exact search are counted and compared
+    (each such program calls kth_largest_reread once to rank the ties by index)."""
+    import sys
+
+    kernel = sys.modules[sp.topk.__module__]  # the _topk module special.py runs
+    original, first_launch = kernel.kth_largest_reread, []
+
+    def counting(*args, **kwargs):  # (src_row, start, n, k, tie, BY_INDEX, FIRST, ...)
+        first_launch.append(bool(args[5]) and bool(args[6]))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(kernel, "kth_largest_reread", counting)
+    if row in SPECIAL.SPECIAL_ROWS:
+        x, k, options = special(row)
+    else:
+        torch.manual_seed(1)
+        x, k, options = sp.make_rows(row, 2, 1024, DEV), 50, {"chunk": 256}
+    values, _ = sp.topk(x, k, **options)
+    predicted = sp.exact_path_programs(x, k, **options)
+    assert predicted == sum(first_launch)
+    if row.startswith("masked"):  # 10 or 32 finite values in a 256-element chunk: every chunk
+        assert predicted == 8
+    assert sp.same_values(values, torch.topk(x, k).values)
+
+
+def test_special_checks_catch_a_wrong_output(sp):
+    x = torch.tensor([[3.0, 1.0, 2.0, 2.0, float("nan")]])
+    good = (torch.tensor([[float("nan"), 3.0, 2.0]]), torch.tensor([[4, 0, 2]]))
+    assert sp.passed(sp.checks(x, 3, *good))
+    assert not sp.checks(x, 3, good[0], torch.tensor([[4, 0, 3]]))["documented_order"]  # the later tie
+    assert not sp.checks(x, 3, good[0], torch.tensor([[4, 0, 0]]))["indices_distinct"]
+    assert not sp.checks(x, 3, torch.tensor([[3.0, 2.0, 2.0]]), good[1])["values_match"]
+    assert not sp.checks(x, 3, good[0], torch.tensor([[4, 0, 7]]))["indices_point_at_values"]
+
+
+@pytest.mark.parametrize("hardware", ["nvidia-h200", "nvidia-h200-rerun"])
+def test_special_rows_pass_every_check_on_the_gpu(hardware, sp):
+    """m12/special's stored GPU results: every timed row and every special row (NaN, infinities, ...)
+    returned torch.topk's values, eager and as a graph replay, with indices in the documented order."""
+    root = Path(__file__).resolve().parent.parent / "build_results"
+    pending = [line.split(None, 1)[0] for line in (root / "pending.txt").read_text().splitlines() if line.strip()]
+    path = root / hardware / "m12" / "special.json"
+    if "m12/special" in pending or not path.exists():
+        pytest.skip(f"m12/special has no stored result in {hardware} yet (pending measurement on the GPU)")
+    data = store.load(path)["data"]
+    assert {(p["case"], p["batch"]) for p in data["points"]} == {(c, b) for c in sp.CASES for b in sp.BATCHES}
+    assert {r["row"] for r in data["special_rows"]} == set(SPECIAL.SPECIAL_ROWS)
+    for item in data["points"] + data["special_rows"]:
+        name = item.get("row") or f"{item['case']} at batch {item['batch']}"
+        assert item["replay"] is not None, f"{hardware}: {name} was not replayed from a graph"
+        for when in ("eager", "replay"):
+            failed = [check for check, ok in item[when].items() if not ok]
+            assert not failed, f"{hardware}: {name}, {when}: {failed} failed"
+    assert data["all_checks_pass"]
