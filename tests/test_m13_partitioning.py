@@ -114,3 +114,79 @@ def test_cache_layers_copy_only_their_parts(tmp_path):
         assert set(caches.listing(tmp_path / case.replace("+", "-"))) == keys, case
     tuned = caches.listing(tmp_path / "triton-autotune")["<2-char code dirs>"]
     assert tuned["best_config_files"] == tuned["files"] == 1  # the launch configs, not the generated code
+
+
+perlayer_model = load_snippet("m13/_perlayer")
+perlayer = load_snippet("m13/perlayer")
+
+
+def test_cache_per_layer_decodes_as_the_stacked_cache_and_the_full_forward():
+    model, stacked = perlayer_model.build_perlayer(model_mod.CPU, "cpu", torch.float32)
+    model.setup_cache(2)
+    stacked.setup_cache(2)
+    assert model.head.weight.data_ptr() == stacked.head.weight.data_ptr()  # one set of weights
+    assert {b.k.shape for b in model.blocks} == {(2, model_mod.CPU.heads, model_mod.CPU.max_len, 8)}
+    idx = torch.randint(model_mod.CPU.vocab, (2, 10), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        full = model(idx)
+        steps = torch.cat([model(idx[:, i : i + 1], torch.tensor([i])) for i in range(10)], dim=1)
+        old = torch.cat([stacked(idx[:, i : i + 1], torch.tensor([i])) for i in range(10)], dim=1)
+    assert torch.equal(steps, old)  # same ops in the same order: bit for bit
+    assert (full - steps).abs().max() < 1e-4
+    assert perlayer_model.cache_bytes(model) == stacked.kv.numel() * stacked.kv.element_size()
+
+
+def test_cache_per_layer_leaves_functionalisation_nothing_to_scatter():
+    model, stacked = perlayer_model.build_perlayer(model_mod.CPU, "cpu", torch.float32)
+    model.setup_cache(1)
+    stacked.setup_cache(1)
+    token, pos = torch.zeros(1, 1, dtype=torch.long), torch.zeros(1, dtype=torch.long)
+    layer = model.blocks[0].k.numel()
+    with torch.no_grad():
+        per_layer = perlayer.functionalized_ops(model, token, pos, layer)
+        old = perlayer.functionalized_ops(stacked, token, pos, layer)
+    layers = model_mod.CPU.layers
+    assert per_layer["select_scatter"] == 0 and per_layer["larger_than_a_layer"] == 0
+    assert per_layer["cache_sized_outputs"] == {"index_copy.default": 2 * layers}
+    assert old["select_scatter"] == 4 * layers and old["larger_than_a_layer"] == 4 * layers
+
+
+WRAPPER = """
+triton_poi_fused_index_copy_0 = async_compile.triton('triton_poi_fused_index_copy_0', '''
+@triton.jit
+def triton_poi_fused_index_copy_0(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+    xnumel = 64
+    xoffset = tl.program_id(0) * XBLOCK
+''', device_str='cuda')
+
+triton_poi_fused_1 = async_compile.triton('triton_poi_fused_1', '''
+@triton.jit
+def triton_poi_fused_1(in_ptr0, out_ptr0, ynumel, xnumel, YBLOCK : tl.constexpr, XBLOCK : tl.constexpr):
+    ynumel = 32
+    xnumel = 256
+    yoffset = tl.program_id(1) * YBLOCK
+''', device_str='cuda')
+
+def call(args):
+    arg0_1, arg1_1 = args
+    with torch.cuda._DeviceGuard(0):
+        buf0 = empty_strided_cuda((1, 4, 1, 16), (64, 16, 16, 1), torch.bfloat16)
+        # Topologically Sorted Source Nodes: [index_copy_], Original ATen: [aten.index_copy]
+        triton_poi_fused_index_copy_0.run(arg0_1, arg1_1, buf0, 64, stream=stream0)
+        buf1 = empty_strided_cuda((2, 4, 32, 16), (2048, 512, 16, 1), torch.bfloat16)
+        # Topologically Sorted Source Nodes: [], Original ATen: [aten.select_scatter]
+        triton_poi_fused_1.run(buf0, buf1, 32, 256, stream=stream0)
+        triton_poi_fused_index_copy_0.run(arg0_1, arg1_1, buf0, 64, stream=stream0)
+    return (buf1, )
+"""
+
+
+def test_code_scan_finds_cache_sized_buffers_and_launches():
+    scan = perlayer.scan_code([WRAPPER], layer_cache_numel=4 * 32 * 16)  # one layer's k: (1, 4, 32, 16)
+    assert scan["allocations"] == 2 and scan["cache_sized_allocations"] == 1
+    assert scan["cache_sized_shapes"] == ["(2, 4, 32, 16)"]
+    assert scan["triton_kernels"] == 2 and scan["triton_launches"] == 3
+    assert scan["cache_sized_launches"] == 1 and scan["cache_sized_kernels"] == ["triton_poi_fused_1"]
+    assert scan["select_scatter_mentions"] == 1
+    clean = perlayer.scan_code([WRAPPER.split("        buf1")[0]], layer_cache_numel=4 * 32 * 16)
+    assert clean["cache_sized_allocations"] == 0 and clean["cache_sized_launches"] == 0
