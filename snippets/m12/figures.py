@@ -483,32 +483,52 @@ def speedups(results) -> go.Figure:
 
 
 def chunks(results) -> go.Figure:
-    """The first launch's chunk forced to 4,096, 8,192 and 16,384 elements at batch 1, 64 and 256,
-    against the chunk the plan picks (the bar without a hatch)."""
+    """The first launch's chunk forced to 4,096, 8,192 and 16,384 elements at batch 1, 64 and 256:
+    one point per chunk (median, whiskers), grouped by batch on a log axis, and a ring around the
+    chunk the plan picks, a trace of its own so that the legend names it."""
     race = results("m12/race")
     fig = go.Figure()
+    shades = {4096: BLUE, 8192: ORANGE, 16384: GREEN}
+    picked_x, picked_y = [], []
     for size in (4096, 8192, 16384):
-        xs, s, picked = [], [], []
+        xs, s = [], []
         for batch in (1, 64, 256):
             p = _race_point(race, batch, **MAIN)
             xs.append(f"batch {batch}")
             s.append(p["time_us"][f"ours_chunk_{size}"])
-            picked.append(p["plan"][0]["chunk"] == size)
+            if p["plan"][0]["chunk"] == size:
+                picked_x.append((f"batch {batch}", size))
+                picked_y.append(s[-1]["median"])
         fig.add_trace(
-            go.Bar(
+            go.Scatter(
                 x=xs,
                 y=[t["median"] for t in s],
                 error_y=error_bars([t["p10"] for t in s], [t["median"] for t in s], [t["p90"] for t in s]),
+                mode="markers",
+                marker={"size": 10, "color": shades[size]},
                 name=f"first chunk {size:,} elements",
-                marker_pattern_shape=["" if p else "/" for p in picked],
-                customdata=[["the plan's choice" if p else "forced"] for p in picked],
-                hovertemplate="%{x}: %{y:.1f} µs (%{customdata[0]})<extra></extra>",
+                offsetgroup=str(size),
+                hovertemplate="%{x}, chunk " + f"{size:,}" + ": %{y:.1f} µs<extra></extra>",
             )
         )
-    fig.update_yaxes(type="log", title_text=f"device time per call (µs, log; {WHISKERS})")
+    for (x, size), y in zip(picked_x, picked_y):
+        fig.add_trace(
+            go.Scatter(
+                x=[x],
+                y=[y],
+                mode="markers",
+                marker={"size": 22, "symbol": "circle-open", "color": "black", "line": {"width": 2}},
+                name="the chunk the plan picks",
+                legendgroup="picked",
+                showlegend=x == picked_x[0][0],
+                offsetgroup=str(size),
+                hovertemplate="%{x}: the plan picks " + f"{size:,}" + "<extra></extra>",
+            )
+        )
+    fig.update_yaxes(type="log", title_text="device time per call (µs, log scale)")
     fig.update_xaxes(title_text="batch")
     fig.update_layout(
-        barmode="group",
+        scattermode="group",
         height=420,
         margin=margin(),
         legend=legend(-0.15),
