@@ -217,6 +217,7 @@ def measure(small: bool = False) -> dict:
             "max_abs_logit_diff: against the per-layer eager step; eager_vs_stacked_cache_max_abs_diff:"
             " per-layer eager against _model.py's stacked-cache eager step, same weights and tokens",
             "over_graph: each variant's step time over the eager graph's, paired by round",
+            "kv_cache_bytes: every layer's k and v; layer_cache_bytes: one layer's k and v together",
             "first_call_s: cold in the build's first process; later processes compile from Inductor's caches",
         ]
         + ([] if REDUCE_OVERHEAD or not cuda else ["reduce-overhead not measured (REDUCE_OVERHEAD off)"])
