@@ -446,7 +446,8 @@ def vocab_sweep(results) -> go.Figure:
 
 def speedups(results) -> go.Figure:
     """Ours against torch.topk and torch.sort (their time over ours, per round) at batch 1, 64 and
-    256, for the main point and each change of dtype, vocabulary and k. Above 1, ours is faster."""
+    256, for the main point and each change of dtype, vocabulary and k, as points on a log axis
+    (median, whiskers). Above 1, ours is faster."""
     race = results("m12/race")
     fig = make_subplots(
         rows=1, cols=2, subplot_titles=["against torch.topk", "against torch.sort"], horizontal_spacing=0.08
@@ -456,14 +457,16 @@ def speedups(results) -> go.Figure:
         for batch in (1, 64, 256):
             s = [_race_point(race, batch, d, v, k)["speedup"][peer] for _, d, v, k in CONFIGS]
             fig.add_trace(
-                go.Bar(
+                go.Scatter(
                     x=[label for label, *_ in CONFIGS],
+                    mode="markers",
+                    marker={"size": 9, "color": shades[batch]},
+                    offsetgroup=str(batch),
                     y=[t["median"] for t in s],
                     error_y=error_bars([t["p10"] for t in s], [t["median"] for t in s], [t["p90"] for t in s]),
                     name=f"batch {batch}",
                     legendgroup=str(batch),
                     showlegend=col == 1,
-                    marker_color=shades[batch],
                     hovertemplate="%{x}, batch " + str(batch) + ": %{y:.2f}<extra></extra>",
                 ),
                 row=1,
@@ -474,7 +477,7 @@ def speedups(results) -> go.Figure:
         fig.update_xaxes(tickangle=-30, title_text="point measured", row=1, col=col)
     fig.update_yaxes(title_text="their time over ours, per round (log; above 1: ours is faster)", row=1, col=1)
     fig.update_layout(
-        barmode="group",
+        scattermode="group",
         height=520,
         margin=margin(t=40),
         legend=legend(-0.3),
