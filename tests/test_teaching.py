@@ -23,6 +23,7 @@ TEACHING_EDITION: list[str] = [  # chapters rewritten to the teaching edition, o
     "part-k/04-dynamo.md",
     "part-k/05-ir-ladder.md",
     "part-k/06-inductor.md",
+    "part-k/07-triton.md",
     "part-l/08-caching-allocator.md",
     "part-l/09-cuda-graphs.md",
     "part-m/10-dynamic-shapes.md",

@@ -6,10 +6,12 @@ rate, measured in the same build). Everything here reads the stored data generic
 step, a config field or a compiled fact added to a snippet shows up without a change here.
 """
 
+import math
+
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from coursekit.plotting import BLUE, GREEN, ORANGE, legend, margin, number
+from coursekit.plotting import BLUE, GREEN, ORANGE, REFERENCE, RERUN, legend, margin, number
 
 # torch-free: figures run at site-build time without torch
 from coursekit.stats import (
@@ -134,7 +136,10 @@ def vector_add_roofline(results) -> go.Figure:
     lo = min([g["p10"] for g in rates] + [data["copy"]["GBps"]["median"], ceiling["median"]])
     hi = max([g["p90"] for g in rates] + [data["copy"]["GBps"]["median"], ceiling["median"]])
     pad = (hi - lo) * 0.15
-    fig.update_xaxes(title_text="GB/s (bytes read + written)", range=[lo - pad, hi + pad])
+    fig.update_xaxes(
+        title_text=f"GB/s (bytes read + written; the axis starts at {number(lo - pad)}, not at 0)",
+        range=[lo - pad, hi + pad],
+    )
     fig.update_layout(
         height=360,
         margin=margin(l=290),
@@ -376,10 +381,10 @@ def matmul_facts(results) -> dict:
 
 def matmul_steps(results) -> go.Figure:
     """TFLOP/s of each step at each size, with torch.mm (cuBLAS) timed in the same rounds and the
-    build's GEMM ceiling; the hover names the config and the compiled facts."""
+    same shape in the reference process; the hover names the config and the compiled facts."""
     data = results("m07/matmul")
     facts = matmul_facts(results)["by_size"]
-    ceiling = results("methodology/ceilings")["gemm"]["TFLOPs"]["median"]
+    references = results("methodology/ceilings")
     sizes = [p["size"] for p in data["points"]]
     fig = make_subplots(
         rows=1,
@@ -429,16 +434,19 @@ def matmul_steps(results) -> go.Figure:
                 row=1,
                 col=col,
             )
+        # cuBLAS at the same shape in the reference process (methodology), else the GEMM reference
+        same = references.get("gemm_shapes", {}).get(f"{p['size']}^3", references["gemm"])
+        reference = same["TFLOPs"]["median"]
         fig.add_trace(
             go.Scatter(
                 x=[labels[0], labels[-1]],
-                y=[ceiling, ceiling],
+                y=[reference, reference],
                 mode="lines",
                 line={"dash": "dot", "color": "grey"},
-                name=f"GEMM ceiling (methodology): {number(ceiling)} TFLOP/s",
-                legendgroup="ceiling",
+                name="cuBLAS at this shape, reference process (methodology)",
+                legendgroup="reference",
                 showlegend=col == 1,
-                hoverinfo="skip",
+                hovertemplate=f"cuBLAS at this shape, reference process: {number(reference)} TFLOP/s<extra></extra>",
             ),
             row=1,
             col=col,
@@ -554,3 +562,63 @@ def artifacts_facts(results) -> dict:
         "accumulator_regs_per_thread": cfg["BLOCK_M"] * cfg["BLOCK_N"] // (32 * cfg["num_warps"]),
         "ws_specialised": _yes(data["warp_specialized"]["ttgir"].get("warp_specialize", 0)),
     }
+
+
+# ---------------------------------------------------------------- correctness and the two runs
+
+
+def correctness(results) -> dict:
+    """What the GPU runs stored about correctness, in a form a claim can hold: the softmax's largest
+    difference from eager's output per dtype over every row length, and the matmul's largest
+    difference from torch.mm in bf16 rounding steps (ulps) at the largest output of each size."""
+    soft = results("m07/softmax")
+    softmax_max = {}
+    for p in soft["points"]:
+        diff = p.get("max_abs_diff", {}).get("triton_vs_eager", float("inf"))
+        softmax_max[p["dtype"]] = max(softmax_max.get(p["dtype"], 0.0), diff)
+    mm = results("m07/matmul")
+    mantissa = 7 if mm["dtype"] == "bfloat16" else 10  # stored bits after the point: bf16 7, fp16 10
+    ulps, written = [], []
+    for p in mm["points"]:
+        largest = p["max_abs_expected"]
+        ulp = 2.0 ** (math.floor(math.log2(largest)) - mantissa) if largest > 0 else 1.0
+        for s in p["steps"]:
+            written.append(bool(s.get("all_written")) and s["max_abs_diff_vs_torch"] >= 0)
+            ulps.append(s["max_abs_diff_vs_torch"] / ulp)
+    return {
+        "softmax_max_diff": softmax_max,
+        "matmul_max_diff_ulps": max(ulps, default=float("inf")),
+        "matmul_all_written": int(bool(written) and all(written)),  # 1: every step wrote every element
+    }
+
+
+def runs(results) -> dict:
+    """The matmul race in both forced runs, side by side: cuBLAS's rate at each size in the race and
+    in the reference process (methodology/ceilings, the same square shapes), the tutorial's and
+    the raced step's ratio to cuBLAS, and ``cublas_drop_everywhere``: 1 when cuBLAS delivered fewer
+    TFLOP/s at the largest size than at the smallest in every one of those measurements."""
+    per_run, drops = {}, []
+    for name, hardware in (("reference", REFERENCE), ("rerun", RERUN)):
+        get = lambda key, hardware=hardware: results(key, hardware=hardware)  # noqa: E731
+        mm, shapes = get("m07/matmul"), get("methodology/ceilings").get("gemm_shapes", {})
+        facts = matmul_facts(get)["by_size"]
+        row = {"gemm_reference": get("methodology/ceilings")["gemm"]}
+        rates_race, rates_ref = [], []
+        for p in mm["points"]:
+            size = str(p["size"])
+            same_shape = shapes.get(f"{size}^3", {}).get("TFLOPs")
+            row[size] = {
+                "cublas_race": p["cublas"]["TFLOPs"],
+                "cublas_reference_process": same_shape or {},
+                "tutorial_vs_cublas": facts[size]["steps"]["tutorial"]["vs_cublas"],
+                "best": facts[size]["best"]["label"],
+                "best_vs_cublas": facts[size]["best"]["vs_cublas"],
+            }
+            rates_race.append(p["cublas"]["TFLOPs"]["median"])
+            if same_shape:
+                rates_ref.append(same_shape["median"])
+        drops.append(rates_race[-1] < rates_race[0])
+        if len(rates_ref) == len(rates_race):
+            drops.append(rates_ref[-1] < rates_ref[0])
+        per_run[name] = row
+    return {**per_run, "cublas_drop_everywhere": int(all(drops))}
