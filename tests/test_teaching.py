@@ -30,6 +30,7 @@ TEACHING_EDITION: list[str] = [  # chapters rewritten to the teaching edition, o
     "part-m/12-topk.md",
     "part-m/11-moe.md",
     "part-n/13-partitioning.md",
+    "part-n/14-inference-server.md",
 ]
 
 

@@ -416,3 +416,72 @@ def runs(results) -> dict:
             "static_over_continuous_max": race["continuous_over_static"]["max"],
         }
     return out
+
+
+# ---------------------------------------------------------------- where the offline time goes
+
+
+def gap(results) -> dict:
+    """Where one of our offline runs spends its time, and what the measured compiled decode step would
+    take off it. The run: the race's median time per token over its generated tokens. Its decode: the
+    run's decode steps (all at batch 256) times the batch-256 step's device time from buckets' modes,
+    as the server replays it (``whole``: the eager model captured) and as the compiled pieces in one
+    graph (``compiled``), every slot at a context of 350. ``rest_s``: the run less its decode, the
+    prefill steps and the host's work, which the stored data do not split. ``with_compiled_s``: the run
+    with the compiled step's saving taken off, and HF's best route's run over it: a model built from
+    measured step times, not a measured run. ``target_rest_s``: what prefill and host work would have to
+    shrink to for the 3x target, with the compiled decode step."""
+    race, buckets = results("m14/race"), results("m14/buckets")
+    tokens, t = race["generated_tokens"], race["us_per_token"]
+    steps = race["engine_stats"]["ours"]["decode_steps"]
+    step = _pick(buckets["modes"], batch=256)["us"]
+    ours_s = t["ours"]["median"] * tokens * 1e-6
+    hf_s = t["hf_static_compile"]["median"] * tokens * 1e-6
+    whole_s = steps * step["whole_graph"]["median"] * 1e-6
+    compiled_s = steps * step["compiled_whole_graph"]["median"] * 1e-6
+    with_compiled_s = ours_s - (whole_s - compiled_s)
+    return {
+        "ours_s": ours_s,
+        "hf_best_s": hf_s,
+        "decode_steps": steps,
+        "decode_whole_s": whole_s,
+        "decode_share": whole_s / ours_s,
+        "rest_s": ours_s - whole_s,
+        "decode_compiled_s": compiled_s,
+        "with_compiled_s": with_compiled_s,
+        "hf_over_with_compiled": hf_s / with_compiled_s,
+        "target_s": hf_s / race["races"][0]["bar"],
+        "target_rest_s": hf_s / race["races"][0]["bar"] - compiled_s,
+    }
+
+
+def time_split(results) -> go.Figure:
+    """One offline run over the 256 requests, split: our decode steps (the batch-256 step's device time
+    times the run's decode steps) and the rest (prefill and host work); the same run with the compiled
+    decode step instead (modelled from measured step times); HF's best route, one bar; and the time the
+    3x target allows (a dotted line)."""
+    g = gap(results)
+    rows = ["ours, as measured", "ours, compiled decode step (modelled)", "HF generate, static cache + compile"]
+    parts = [
+        ("decode steps (device time)", [g["decode_whole_s"], g["decode_compiled_s"], None], BLUE),
+        ("prefill and host work", [g["rest_s"], g["rest_s"], None], "#9ecae1"),
+        ("HF's whole run", [None, None, g["hf_best_s"]], ORANGE),
+    ]
+    fig = go.Figure()
+    for name, xs, color in parts:
+        fig.add_trace(
+            go.Bar(
+                y=rows,
+                x=[x * 1e3 if x is not None else None for x in xs],
+                name=name,
+                orientation="h",
+                marker_color=color,
+                hovertemplate="%{y}: %{x:,.0f} ms<extra>" + name + "</extra>",
+            )
+        )
+    fig.add_vline(x=g["target_s"] * 1e3, line_dash="dot", line_color="#7f7f7f")
+    fig.add_annotation(x=g["target_s"] * 1e3, y=1.0, yref="paper", text="target", showarrow=False, yanchor="bottom")
+    fig.update_layout(barmode="stack", height=340, margin=margin(l=10, t=30), legend=legend(-0.3))
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_xaxes(title_text="one offline run: 256 requests, 128 new tokens each (ms)", rangemode="tozero")
+    return fig
