@@ -279,6 +279,64 @@ def compiled_facts(compiled) -> dict:
     }
 
 
+def clock_sampler(period_s: float = 0.005):
+    """Read the GPU's SM clock, power draw and clock-event reasons through NVML every ``period_s`` on
+    a background thread, each sample tagged with the variant the host last started (do_bench ends
+    in a synchronisation, so the GPU runs that variant's calls while the tag holds). Returns
+    ``(tag, stop)``: ``tag(name, fn)`` wraps a call; ``stop()`` ends sampling and returns, per
+    variant, the clock and power summaries and the share of samples under a power cap or a
+    slowdown. Without a GPU or NVML: ``stop()`` returns {}."""
+    import threading
+
+    current = {"name": None}
+
+    def tag(name, fn):
+        def call():
+            current["name"] = name
+            return fn()
+
+        return call
+
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+    except Exception:  # no NVML here (a CPU run, or no nvidia-ml-py): nothing to read
+        return tag, dict
+    reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+    reasons = reasons or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    power_cap = 0x4  # NVML's SwPowerCap reason bit
+    slowdown = 0x8 | 0x20 | 0x40 | 0x80  # hardware slowdown, software and hardware thermal, power brake
+    samples, done = [], threading.Event()
+
+    def sample():
+        while not done.wait(period_s):
+            if current["name"] is not None:
+                mhz = pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
+                watts = pynvml.nvmlDeviceGetPowerUsage(handle) / 1000
+                samples.append((current["name"], mhz, watts, reasons(handle)))
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+
+    def stop() -> dict:
+        done.set()
+        thread.join()
+        out = {}
+        for name in dict.fromkeys(s[0] for s in samples):
+            mine = [s for s in samples if s[0] == name]
+            out[name] = {
+                "sm_clock_mhz": summarize([s[1] for s in mine], "MHz"),
+                "power_w": summarize([s[2] for s in mine], "W"),
+                "power_capped_share": sum(1 for s in mine if s[3] & power_cap) / len(mine),
+                "slowdown_share": sum(1 for s in mine if s[3] & slowdown) / len(mine),
+            }
+        return out
+
+    return tag, stop
+
+
 def time_size(size: int, dtype: torch.dtype, dev: str, notes: list) -> dict:
     """One size: each step tuned and checked, then torch.mm and every step timed in turn, round after
     round, so that the clocks' drift over the run (a long GEMM run heats the GPU and lowers them)
@@ -311,7 +369,12 @@ def time_size(size: int, dtype: torch.dtype, dev: str, notes: list) -> dict:
             }
         )
         calls[step] = lambda step=step: matmul(step, a, b, c)
+    tag, stop = clock_sampler()
+    calls = {name: tag(name, fn) for name, fn in calls.items()}
     times = gpu_us_each(calls, rounds=15, warmup_ms=250, rep_ms=40)  # a quarter second of warm-up each first
+    clocks = stop()  # per variant: what the SM clock and the power draw were while it ran
+    if cuda and not clocks:
+        notes.append(f"{size}^3: the SM clock was not recorded (NVML, from nvidia-ml-py, could not be read)")
     cublas = times["cublas"]
     for row in rows:
         t = times[row["step"]]
@@ -323,6 +386,7 @@ def time_size(size: int, dtype: torch.dtype, dev: str, notes: list) -> dict:
         "cublas": {"time_us": cublas, "TFLOPs": rate(cublas, flops / 1e12, "TFLOP/s")},
         "steps": rows,
         "max_abs_expected": expected.float().abs().max().item(),
+        "clocks": clocks,
     }
 
 
@@ -376,6 +440,11 @@ if __name__ == "__main__":
             print(
                 f"    {s['step']:<17} {s['TFLOPs']['median']:8.1f}  {s['vs_cublas']['median']:5.2f}x cuBLAS  "
                 f"[{tile}{ws}]  max |diff| {s['max_abs_diff_vs_torch']:.3g}"
+            )
+        for name, c in p.get("clocks", {}).items():
+            print(
+                f"    clocks while {name} ran: SM {c['sm_clock_mhz']['median']:.0f} MHz, "
+                f"{c['power_w']['median']:.0f} W, power-capped {c['power_capped_share']:.0%} of samples"
             )
     for note in r["notes"]:
         print(f"  note: {note}")
