@@ -192,8 +192,8 @@ def measure(small: bool = False) -> dict:
                     "eager_vs_stacked_cache_max_abs_diff": (logits["eager"] - stacked_logits).abs().max().item(),
                     "cache_vs_full_forward_max_abs_diff": (logits["eager"] - full).abs().max().item(),
                     "max_abs_logit": full.abs().max().item(),
-                    "kv_cache_bytes": cache_bytes(model),
-                    "layer_cache_bytes": 2 * layer_numel * torch.finfo(dtype).bits // 8,
+                    "kv_cache_bytes": cache_bytes(model),  # every layer's k and v
+                    "layer_cache_bytes": 2 * layer_numel * torch.finfo(dtype).bits // 8,  # one layer's k and v together
                 }
             )
             del runs
@@ -217,7 +217,6 @@ def measure(small: bool = False) -> dict:
             "max_abs_logit_diff: against the per-layer eager step; eager_vs_stacked_cache_max_abs_diff:"
             " per-layer eager against _model.py's stacked-cache eager step, same weights and tokens",
             "over_graph: each variant's step time over the eager graph's, paired by round",
-            "kv_cache_bytes: every layer's k and v; layer_cache_bytes: one layer's k and v together",
             "first_call_s: cold in the build's first process; later processes compile from Inductor's caches",
         ]
         + ([] if REDUCE_OVERHEAD or not cuda else ["reduce-overhead not measured (REDUCE_OVERHEAD off)"])
