@@ -140,7 +140,9 @@ def derived(results) -> dict:
     unclassified) in eager, which is what fusion can remove; reduce-overhead against default (paired).
     ``decode.<batch>``: what a graph saves per step (paired), the compiled+graph step over the graph
     step, the compiled step's per-layer kernels (median over those in the stored top eight) and the
-    bandwidth they would reach if each read and wrote the whole KV cache once. ``regional``: per layer
+    bandwidth they would reach if each read and wrote the whole KV cache once. ``perlayer.<batch>``: the
+    same step with a KV buffer per layer (m13/perlayer), its compiled+graph step and that over its eager
+    graph (paired). ``regional``: per layer
     count, regional's forward minus whole's per block (warm processes, worst case of both spreads) and
     whole's cold compile over regional's. ``caches``: the cold directory's layout in MiB."""
     out = {}
@@ -222,6 +224,18 @@ def derived(results) -> dict:
             "whole_cache_GBps": 2 * cache / 1e3 / per_layer if per_layer else 0.0,
             "whole_cache_copy_us": 2 * cache / 1e3 / copy_GBps,  # the cache read and written once at the copy peak
             "graph_over_busy": v["graph"]["step_us"]["median"] / v["eager"]["profile"]["busy_us"]["median"],
+        }
+
+    per = results("m13/perlayer")  # the same decode step with a KV buffer per layer
+    out["perlayer"] = {}
+    for p in per["points"]:
+        v = p["variants"]
+        out["perlayer"][str(p["batch"])] = {
+            "compiled_graph_us": v["compiled+graph"]["step_us"]["median"],
+            "graph_us": v["graph"]["step_us"]["median"],
+            "compiled_graph_over_graph": paired(
+                v["compiled+graph"]["step_us"], v["graph"]["step_us"], lambda a, b: a / b, "x"
+            ),
         }
 
     regional = {}
