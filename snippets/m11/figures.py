@@ -675,3 +675,54 @@ def race_margins(results) -> dict:
         ]
         out[run] = {"met_p10": sum(r["p10"] >= bar for r in ratios), "of": len(ratios)}
     return out
+
+
+DECODE_WAYS = {  # what the decode figure draws, in this order: (label, colour, dash)
+    "loop": ("loop over experts (host sync, eager)", ORANGE, "solid"),
+    "torch_eager": ("torch._grouped_mm, eager", BLUE, "dot"),
+    "torch_graph": ("torch._grouped_mm, one CUDA graph", BLUE, "solid"),
+    "triton_graph": ("the Triton kernel, one CUDA graph", GREEN, "solid"),
+    "copy": ("a copy moving the weights' bytes (reference)", "grey", "dash"),
+}
+
+
+def decode_times(results) -> go.Figure:
+    """The MoE layer at decode sizes (m11/decode): device time per layer call against tokens per call
+    (both axes log), one panel per shape, for the loop (eager, host sync), the grouped routes eager and
+    replayed from a CUDA graph, and the floor: a copy of the bytes of weights the call reads, timed in
+    the same rounds. A way the stored data lacks (the CPU set has no graphs) is left out."""
+    data = results("m11/decode")
+    fig = make_subplots(
+        rows=2, cols=1, subplot_titles=[SHAPE_LABELS[s] for s in SHAPES], vertical_spacing=0.14, shared_xaxes=True
+    )
+    for row, shape in enumerate(SHAPES, 1):
+        points = sorted((p for p in data["points"] if p["shape"] == shape), key=lambda p: p["tokens"])
+        tokens = [p["tokens"] for p in points]
+        for way, (label, color, dash) in DECODE_WAYS.items():
+            if not all(way in p["time_us"] for p in points):
+                continue
+            s = [p["time_us"][way] for p in points]
+            mids = [x["median"] for x in s]
+            fig.add_trace(
+                go.Scatter(
+                    x=tokens,
+                    y=mids,
+                    mode="lines+markers",
+                    name=label,
+                    legendgroup=way,
+                    showlegend=row == 1,
+                    line={"color": color, "dash": dash},
+                    error_y=error_bars([x["p10"] for x in s], mids, [x["p90"] for x in s]),
+                    customdata=[[p["weight_bytes"]["experts_hit"], p["weight_bytes"]["total"] / 1e6] for p in points],
+                    hovertemplate="%{x} tokens: %{y:,.0f} µs per layer call; %{customdata[0]} experts hit, "
+                    "%{customdata[1]:,.0f} MB of weights<extra>" + label + "</extra>",
+                ),
+                row=row,
+                col=1,
+            )
+        fig.update_yaxes(type="log", title_text="µs per layer call", row=row, col=1)
+    fig.update_xaxes(type="log", tickvals=sorted({p["tokens"] for p in data["points"]}))
+    fig.update_xaxes(title_text="tokens per call", row=2, col=1)
+    fig.update_layout(height=640, margin=margin(t=50), legend=legend(-0.12, whiskers=True))
+    return fig
+

@@ -537,3 +537,24 @@ def chunks(results) -> go.Figure:
         legend=legend(-0.15),
     )
     return fig
+
+
+def special_facts(results) -> dict:
+    """m12/special summed: how many of the special rows (NaN, infinities, signed zeros, ties...) and of the
+    timed rows failed to return the documented answer on the device, eager or replayed (and how many m12/race
+    points returned values other than torch.topk's); and, per timed row
+    (``<case>_<batch>``), how many of the first launch's programs took the exact path."""
+    special = results("m12/special")
+    rows, points = special["special_rows"], special["points"]
+    race = results("m12/race")
+    return {
+        "race_values_differ": sum(not p["values_match"] for p in race["points"] + race["secondary"]),
+        "rows": len(rows),
+        "rows_failed": sum(not r["checks_pass"] for r in rows),
+        "points": len(points),
+        "points_failed": sum(not p["checks_pass"] for p in points),
+        "exact": {
+            f"{p['case']}_{p['batch']}": {"programs": p["programs"], "exact_path_programs": p["exact_path_programs"]}
+            for p in points
+        },
+    }
