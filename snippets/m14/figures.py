@@ -430,7 +430,9 @@ def gap(results) -> dict:
     prefill steps and the host's work, which the stored data do not split. ``with_compiled_s``: the run
     with the compiled step's saving taken off, and HF's best route's run over it: a model built from
     measured step times, not a measured run. ``target_rest_s``: what prefill and host work would have to
-    shrink to for the 3x target, with the compiled decode step."""
+    shrink to for the 3x target, with the compiled decode step. ``b1_host_us``: at batch 1, our time per
+    output token (decode1) less the replay of bucket 1's graph (buckets, device time): the host's work
+    per step, from two snippets on the same kind of GPU."""
     race, buckets = results("m14/race"), results("m14/buckets")
     tokens, t = race["generated_tokens"], race["us_per_token"]
     steps = race["engine_stats"]["ours"]["decode_steps"]
@@ -452,6 +454,8 @@ def gap(results) -> dict:
         "hf_over_with_compiled": hf_s / with_compiled_s,
         "target_s": hf_s / race["races"][0]["bar"],
         "target_rest_s": hf_s / race["races"][0]["bar"] - compiled_s,
+        "b1_host_us": results("m14/decode1")["us_per_token"]["ours"]["median"]
+        - next(r["us"]["median"] for r in buckets["replay_us"] if r["batch"] == 1),
     }
 
 
