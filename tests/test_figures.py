@@ -310,7 +310,7 @@ def test_a_figure_legend_keeps_a_small_sets_digits():
 
     assert (number(4366.2), number(27.44), number(0.01812)) == ("4,366", "27.4", "0.0181")
     fig, _ = figdata.draw("m07/matmul_steps", "cpu-small")
-    names = [t.name for t in fig.data if t.name and "ceiling" in t.name]
+    names = [t.name for t in fig.data if t.name and "reference" in t.name]
     assert names and not [n for n in names if re.search(r"(?<![\d.])0 TFLOP/s", n)], names
 
 

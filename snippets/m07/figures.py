@@ -435,18 +435,19 @@ def matmul_steps(results) -> go.Figure:
                 col=col,
             )
         # cuBLAS at the same shape in the reference process (methodology), else the GEMM reference
-        same = references.get("gemm_shapes", {}).get(f"{p['size']}^3", references["gemm"])
-        reference = same["TFLOPs"]["median"]
+        same = references.get("gemm_shapes", {}).get(f"{p['size']}^3")
+        reference = (same or references["gemm"])["TFLOPs"]["median"]
+        text = f"cuBLAS at {p['size']}³, reference process" if same else "GEMM reference (methodology)"
         fig.add_trace(
             go.Scatter(
                 x=[labels[0], labels[-1]],
                 y=[reference, reference],
                 mode="lines",
                 line={"dash": "dot", "color": "grey"},
-                name="cuBLAS at this shape, reference process (methodology)",
-                legendgroup="reference",
-                showlegend=col == 1,
-                hovertemplate=f"cuBLAS at this shape, reference process: {number(reference)} TFLOP/s<extra></extra>",
+                name=f"{text}: {number(reference)} TFLOP/s",
+                legendgroup=f"reference {p['size']}",
+                showlegend=bool(same) or col == 1,
+                hovertemplate=f"{text}: {number(reference)} TFLOP/s<extra></extra>",
             ),
             row=1,
             col=col,
