@@ -847,8 +847,8 @@ def control_kernels(results) -> dict:
 def decode_captures(results) -> dict:
     """The decode step's hand capture, per batch size, over every process of both forced runs: its
     host time in ms (one sample per process), ``lo``/``hi`` over all of them, and ``rest_hi``, the
-    slowest but one: ``lo`` to ``rest_hi`` spans ``rest`` of the ``processes``. The
-    batch-1 capture is each process's first CUDA work on the model; batch 8 is captured after it."""
+    slowest but one: ``lo`` to ``rest_hi`` spans ``rest`` of the ``processes``. Each process runs one
+    untimed eager step first (its one-time set-up); batch 8 is captured after batch 1."""
     out = {}
     procs = [d for hardware in RUNS.values() for d in _runs(results, "m09/decode", hardware)]
     for batch in (p["batch"] for p in procs[0]["points"]):

@@ -125,6 +125,25 @@ def padding(batches: list[int], buckets) -> dict:
     return {"real_slots": sum(batches), "padded_slots": padded, "waste": padded / sum(batches)}
 
 
+def step_bytes(model, context: int) -> dict:
+    """What one decode step must read at least: every weight it multiplies by (the fused q|k|v and
+    gate|up copies the step uses, not the separate ones they were cut from), the norms and the head
+    (an embedding row per sequence is left out: a few KB), and the keys and values per token of
+    context, over all layers. The floor of a step at batch b is weights + b * context * kv_per_token
+    bytes at the copy rate."""
+    c = model.config
+    weights = [model.lm_head.weight, model.model.norm.weight]
+    for layer in model.model.layers:
+        weights += [layer.qkv_weight, layer.self_attn.o_proj.weight, layer.gate_up_weight, layer.mlp.down_proj.weight]
+        weights += [layer.input_layernorm.weight, layer.post_attention_layernorm.weight]
+    size = model.lm_head.weight.element_size()
+    return {
+        "weights": sum(w.numel() * w.element_size() for w in weights),
+        "kv_per_token": 2 * c["num_hidden_layers"] * c["num_key_value_heads"] * c["head_dim"] * size,
+        "context": context,
+    }
+
+
 def measure(small: bool = False) -> dict:
     cuda = torch.cuda.is_available() and not small
     config, device = (CONFIG, "cuda") if cuda else (TINY, "cpu")
@@ -139,6 +158,7 @@ def measure(small: bool = False) -> dict:
     pow2 = Engine(model, buckets=BUCKETS, **kw)
     fine = Engine(model, buckets=VLLM_SIZES, **kw) if cuda else None
     data = {"device": device_name(), "buckets": list(pow2.buckets), "vllm_sizes": list(VLLM_SIZES), "captures": []}
+    data["step_bytes"] = step_bytes(model, context)
 
     # (a) capture time and memory per bucket
     data["captures"] = pow2.captures
