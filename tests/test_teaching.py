@@ -27,8 +27,8 @@ TEACHING_EDITION: list[str] = [  # chapters rewritten to the teaching edition, o
     "part-l/08-caching-allocator.md",
     "part-l/09-cuda-graphs.md",
     "part-m/10-dynamic-shapes.md",
-    "part-m/12-topk.md",
     "part-m/11-moe.md",
+    "part-m/12-topk.md",
     "part-n/13-partitioning.md",
     "part-n/14-inference-server.md",
 ]
