@@ -72,7 +72,9 @@ def derived(results) -> dict:
     the achieved throughput; the span it implies, and HF's tail (one request's TTFT plus 127 TPOTs).
     ``buckets``: capture time summed per bucket set, pool MiB, the replay at 256 over the replay at 1,
     the padding per set and schedule, and the modelled decode time per set. ``modes.<batch>``: each
-    mode over the next faster one, per round. ``attention.<batch>``: the gather's time over the
+    mode over the next faster one, per round; the step's floor (its weights and its batch's keys and
+    values at the context buckets timed, read at the copy peak's byte rate) and the whole graph's and the
+    compiled graph's step over it. ``attention.<batch>``: the gather's time over the
     kernel's, per round, and the kernel's rate on the bytes of K and V it reads."""
     out = {}
     race = results("m14/race")
@@ -160,8 +162,11 @@ def derived(results) -> dict:
     out["buckets"]["replay_per_slot_16_to_256_us"] = (replay[256]["median"] - replay[16]["median"]) / (256 - 16)
 
     out["modes"] = {}
+    sb = buckets["step_bytes"]  # a step's floor: its weights and its batch's KV at the copy peak's byte rate
+    copy_GBps = results("methodology/ceilings")["copy"]["GBps"]["median"]
     for m in buckets["modes"]:
         u = m["us"]
+        floor = (sb["weights"] + m["batch"] * sb["context"] * sb["kv_per_token"]) / 1e3 / copy_GBps
         graphs = m["graphs_per_step"]["piecewise"]
         launches = graphs + (graphs - 2) // 2  # the graphs, and one eager attention per layer (2 graphs a layer + 2)
         out["modes"][str(m["batch"])] = {
@@ -176,6 +181,10 @@ def derived(results) -> dict:
             "whole_tokens_per_s": m["batch"] / (u["whole_graph"]["median"] * 1e-6),
             "piecewise_launches": launches,
             "layers": (graphs - 2) // 2,
+            "floor_us": floor,
+            "weights_read_us": sb["weights"] / 1e3 / copy_GBps,
+            "whole_over_floor": u["whole_graph"]["median"] / floor,
+            "compiled_over_floor": u["compiled_whole_graph"]["median"] / floor,
         }
 
     out["attention"] = {}
