@@ -130,11 +130,9 @@ def site_server(site_dir):
     httpd.shutdown()
 
 
-@pytest.fixture(scope="session")
-def built_site(site_dir, site_server):
-    """`mkdocs build --strict` once; returns (site dir, seconds it took)."""
-    site = site_dir
-    env = child_env(SITE_URL=site_server, NO_MKDOCS_2_WARNING="1")
+def _mkdocs_build(site: Path, origin: str) -> dict:
+    """`mkdocs build --strict` of the repository into ``site`` for the server at ``origin``."""
+    env = child_env(SITE_URL=origin, NO_MKDOCS_2_WARNING="1")
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
@@ -145,8 +143,60 @@ def built_site(site_dir, site_server):
         env=env,
     )
     seconds = time.perf_counter() - start
-    assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stdout}\n{proc.stderr}"
-    return site, seconds
+    return {"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr, "seconds": seconds}
+
+
+def copy_site_for(built: Path, built_origin: str, site: Path, origin: str) -> None:
+    """``built`` (a site built for ``built_origin``) copied to ``site`` as the build for ``origin``
+    writes it: the origin is the only thing a build takes from SITE_URL (the canonical links, the
+    sitemap and its gzipped copy; the site's own links are relative, and SITE_URL's path, "/", is
+    the same), so every occurrence of the one is replaced by the other, and sitemap.xml.gz is
+    gzipped again as mkdocs gzips it (the same timestamp and file name)."""
+    import gzip
+
+    old, new = built_origin.encode(), origin.encode()
+    for source in built.rglob("*"):
+        target = site / source.relative_to(built)
+        if source.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+        elif source.name == "sitemap.xml.gz":
+            with gzip.open(source) as f:
+                text = f.read()
+                mtime = f.mtime
+            with (
+                open(target, "wb") as raw,
+                gzip.GzipFile(fileobj=raw, filename=str(target), mode="wb", mtime=mtime) as f,
+            ):
+                f.write(text.replace(old, new))
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            data = source.read_bytes()
+            target.write_bytes(data.replace(old, new) if old in data else data)
+
+
+@pytest.fixture(scope="session")
+def built_site(site_dir, site_server, tmp_path_factory):
+    """`mkdocs build --strict` once per test run; returns (site dir, seconds the build took).
+
+    Under pytest-xdist the first worker to need it builds the site, under a lock, into the run's
+    shared folder (for its own server's origin), and every worker serves a copy of that build made
+    for its own origin (copy_site_for): one build a run, not one a worker."""
+    import fcntl
+
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        result = _mkdocs_build(site_dir, site_server)
+    else:
+        shared = tmp_path_factory.getbasetemp().parent  # the run's folder: popen-gwN are its children
+        with open(shared / "site-build.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another worker building the site: wait for it
+            done = shared / "site-build.json"
+            if not done.exists():
+                done.write_text(json.dumps(_mkdocs_build(shared / "site-build", site_server) | {"origin": site_server}))
+            result = json.loads(done.read_text())
+        if result["returncode"] == 0:
+            copy_site_for(shared / "site-build", result["origin"], site_dir, site_server)
+    assert result["returncode"] == 0, f"mkdocs build --strict failed:\n{result['stdout']}\n{result['stderr']}"
+    return site_dir, result["seconds"]
 
 
 _script_runs = {}
