@@ -90,7 +90,7 @@ _fork_server = None
 
 def run_reader_code(args, code: str, cwd, timeout=600):
     """run_python(args, cwd=cwd, env_extra={"PYTHONPATH": ""}) for a code block a reader runs,
-    forked from a server that has imported torch and triton once
+    forked from a server that has imported torch, triton and torch.compile's machinery once
     (tests/forkserver.py) unless ``code`` touches the environment or multiprocessing; then, and
     with COURSE_TESTS_FRESH=1, in a fresh interpreter."""
     global _fork_server

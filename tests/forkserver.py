@@ -1,13 +1,16 @@
 """A Python that has imported torch and triton (or torch only) once and forks a child per run.
 
 Most of what a test pays for a fresh interpreter on a small CPU is `import torch` (seconds), and the
-tests start one for every code block on the site and every snippet. A child forked from this server
-starts with torch and triton already in sys.modules and nothing else of anyone's: no state of a test,
-no compiled code, no configuration changed. Its environment, working folder, argv and sys.path[0]
-are those the fresh interpreter would have had, and its stdout and stderr go to files. What cannot be
-the same is anything read from the environment while torch or triton are imported; so code that
-touches the environment, or starts processes through multiprocessing (which re-imports __main__),
-runs in a fresh interpreter instead (``needs_fresh``).
+tests start one for every code block on the site and every snippet; a block that calls torch.compile
+pays as much again to import its machinery (torch._dynamo, which imports triton, and Inductor's
+compile_fx), which the code blocks' server therefore imports too (``COMPILER``). A child forked from
+this server starts with those already in sys.modules and nothing else of anyone's: no state of a
+test, no compiled code, no configuration changed (importing them draws no random number and starts
+no thread). Its environment, working folder, argv and sys.path[0] are those the fresh interpreter
+would have had, and its stdout and stderr go to files. What cannot be the same is anything read from
+the environment while those modules are imported; so code that touches the environment, or starts
+processes through multiprocessing (which re-imports __main__), runs in a fresh interpreter instead
+(``needs_fresh``).
 """
 
 from __future__ import annotations
@@ -95,6 +98,11 @@ for line in sys.stdin:
 """
 
 
+# What torch.compile imports on its first call, imported by the code blocks' server besides torch and
+# triton (torch._dynamo imports triton itself): about 2.7 s of CPU a compiling block no longer pays.
+COMPILER = ("torch._dynamo", "torch._inductor.compile_fx")
+
+
 def needs_fresh(code: str) -> bool:
     return FRESH.search(HARMLESS.sub("", code)) is not None
 
@@ -102,7 +110,7 @@ def needs_fresh(code: str) -> bool:
 class ForkServer:
     """One server per test process, started on first use with the environment its children get."""
 
-    def __init__(self, env: dict, cwd: Path, preload: tuple[str, ...] = ("torch", "triton")):
+    def __init__(self, env: dict, cwd: Path, preload: tuple[str, ...] = ("torch", "triton", *COMPILER)):
         self.env, self.preload = env, preload
         self.proc = subprocess.Popen(
             [sys.executable, "-c", SERVER, ",".join(preload)],

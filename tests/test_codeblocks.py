@@ -9,8 +9,8 @@ is expanded with the same pymdownx.snippets configuration the site uses (read fr
 Two checks per block, both on the code exactly as the page shows it:
 
 - it runs: written to `block.py` in an empty folder and run there in a fresh interpreter (forked
-  from one that has only imported torch and triton, tests/forkserver.py, unless the block sets the
-  environment; COURSE_TESTS_FRESH=1 starts every one from nothing), on the
+  from one that has only imported torch, triton and torch.compile's machinery, tests/forkserver.py,
+  unless the block sets the environment; COURSE_TESTS_FRESH=1 starts every one from nothing), on the
   CPU, with TRITON_INTERPRET=1 and the repository NOT on the path (PYTHONPATH="", imports of
   `coursekit` or of a snippet module refused), as a reader who pastes it would run it; every
   file it includes runs too, as a script (`python snippets/m02/x.py`). A block marked
