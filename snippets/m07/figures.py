@@ -11,7 +11,7 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from coursekit.plotting import BLUE, GREEN, ORANGE, REFERENCE, RERUN, legend, margin, number
+from coursekit.plotting import BLUE, GREEN, ORANGE, PURPLE, REFERENCE, RERUN, legend, margin, number
 
 # torch-free: figures run at site-build time without torch
 from coursekit.stats import (
@@ -30,6 +30,7 @@ VARIANT_LABELS = {
     "triton": "Triton (this chapter's kernel)",
     "torch_eager": "torch.softmax (eager)",
     "torch_compile": "torch.compile(torch.softmax)",
+    "torch_compile_max_autotune": "torch.compile, max-autotune",
 }
 # One colour per series across subplots (plotly's colorway would cycle per trace); the light palette
 # of docs/assets/javascripts/figures.js, legible on the dark one too.
@@ -37,6 +38,7 @@ COLORS = {
     "triton": BLUE,
     "torch_eager": ORANGE,
     "torch_compile": GREEN,
+    "torch_compile_max_autotune": PURPLE,
     "cublas": ORANGE,
 }
 DTYPE_SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
@@ -192,7 +194,7 @@ def softmax_facts(results) -> dict:
         lines.append(f"{p['dtype']:<9} {p['n_cols']:>6}  {entry['way']:<34} {cfg['num_warps']:>5} {per_thread:>13}")
     # The races (the snippet's per-round ratios, the peer's time over ours: above 1, ours is faster):
     # those lost at the median, and the closest of those won.
-    peers = {"vs_eager": "torch.softmax", "vs_compile": "torch.compile"}
+    peers = {"vs_eager": "torch.softmax", "vs_compile": "torch.compile", "vs_max_autotune": "max-autotune"}
     races = [
         (ratio, f"{p['dtype']}, N = {p['n_cols']:,}, against {peers.get(name, name)}")
         for p in data["points"]
@@ -218,7 +220,12 @@ def softmax_bandwidth(results) -> go.Figure:
     ceiling = results("methodology/ceilings")["copy"]["GBps"]["median"]
     dtypes = list(dict.fromkeys(p["dtype"] for p in data["points"]))
     fig = make_subplots(rows=1, cols=len(dtypes), shared_yaxes=True, subplot_titles=dtypes, horizontal_spacing=0.05)
-    symbols = {"triton": "circle", "torch_eager": "square", "torch_compile": "diamond"}
+    symbols = {
+        "triton": "circle",
+        "torch_eager": "square",
+        "torch_compile": "diamond",
+        "torch_compile_max_autotune": "x",
+    }
     for col, dtype in enumerate(dtypes, 1):
         points = [p for p in data["points"] if p["dtype"] == dtype]
         ns = [p["n_cols"] for p in points]
