@@ -339,8 +339,8 @@ def clock_sampler(period_s: float = 0.005):
 
 def time_size(size: int, dtype: torch.dtype, dev: str, notes: list) -> dict:
     """One size: each step tuned and checked, then torch.mm and every step timed in turn, round after
-    round, so that the clocks' drift over the run (a long GEMM run heats the GPU and lowers them)
-    lands on all alike. The tensors are freed on return."""
+    round, so that the clocks' drift over the run (a long GEMM run meets the GPU's power cap, which
+    lowers them) lands on all alike. The tensors are freed on return."""
     cuda = dev == "cuda"
     a = torch.randn(size, size, device=dev, dtype=dtype)  # random data, never zeros
     b = torch.randn(size, size, device=dev, dtype=dtype)
