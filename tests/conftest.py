@@ -233,13 +233,39 @@ def reader_env() -> dict:
     return env
 
 
-_reader_server = None  # forks downloads that never import triton: it has imported torch only
+_reader_server = None  # forks downloads: it has imported torch only
 
 
 def uses_triton(text: str) -> bool:
     """Whether a file imports triton anywhere (at its top, in a function, through torch.compile it
     may still: see run_download)."""
     return re.search(r"^\s*(import|from)\s+triton\b", text, re.M) is not None
+
+
+def imports_torch_before_triton(text: str) -> bool:
+    """Whether the first import of torch or triton that running the file executes (its module level,
+    the branches of its ifs, trys and withs, its class bodies; not its functions, which run later)
+    imports torch."""
+    import ast
+
+    found = []
+
+    def visit(body):
+        for s in body:
+            if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            if isinstance(s, ast.Import):
+                found.extend((s.lineno, a.name.split(".")[0]) for a in s.names)
+            elif isinstance(s, ast.ImportFrom) and s.level == 0 and s.module:
+                found.append((s.lineno, s.module.split(".")[0]))
+            for name in ("body", "orelse", "finalbody"):
+                visit(getattr(s, name, None) or [])
+            for handler in getattr(s, "handlers", None) or []:
+                visit(handler.body)
+
+    visit(ast.parse(text).body)
+    first = [module for _, module in sorted(found) if module in ("torch", "triton")]
+    return bool(first) and first[0] == "torch"
 
 
 def run_download(text: str, name: str, timeout=900) -> dict:
@@ -250,11 +276,13 @@ def run_download(text: str, name: str, timeout=900) -> dict:
     measure(small=True) as the job does, writes the data, then prints the table from that data as
     ``python FILE`` would.
 
-    A file that imports triton runs in a fresh interpreter: its own order must decide Triton's
-    interpreter (triton.language's functions are made at import, for the interpreter or not), which
-    no interpreter that imported triton before it can show. One that never imports triton is forked
-    from a server that has imported torch only, in the same environment (``import torch`` imports
-    no triton, and reads the same variables either way); COURSE_TESTS_FRESH=1 runs every one fresh."""
+    It is forked from a server that has imported torch only, in the same environment (``import
+    torch`` imports no triton, and reads no variable that the file may set, TRITON_INTERPRET
+    included): a file that imports triton still decides Triton's interpreter by its own order
+    (triton.language's functions are made at import, for the interpreter or not), which no
+    interpreter that imported triton before it could show. A file that imports triton before torch
+    (``imports_torch_before_triton``), or that sets the environment (``needs_fresh``), runs in a
+    fresh interpreter, as every one does with COURSE_TESTS_FRESH=1."""
     global _reader_server
     from forkserver import ForkServer, needs_fresh
 
@@ -265,7 +293,8 @@ def run_download(text: str, name: str, timeout=900) -> dict:
     try:
         (folder / name).write_text(text)
         shutil.copyfile(ROOT / "coursekit" / "runner.py", folder / "course_runner.py")
-        if uses_triton(text) or needs_fresh(text) or os.environ.get("COURSE_TESTS_FRESH") == "1":
+        fresh = uses_triton(text) and not imports_torch_before_triton(text)
+        if fresh or needs_fresh(text) or os.environ.get("COURSE_TESTS_FRESH") == "1":
             proc = subprocess.run(
                 [sys.executable, *argv], capture_output=True, text=True, timeout=timeout, cwd=folder, env=env
             )

@@ -6,7 +6,7 @@ import ast
 import os
 
 import pytest
-from conftest import ROOT, reader_env, run_download, run_script_once
+from conftest import ROOT, imports_torch_before_triton, reader_env, run_download, run_script_once
 
 from coursekit import deps
 from coursekit import results as store
@@ -144,23 +144,40 @@ if __name__ == "__main__":
 """
 
 
-@pytest.mark.parametrize("imports_triton", [True, False], ids=["imports-triton", "no-triton"])
-def test_downloads_run_in_a_readers_environment(imports_triton):
+@pytest.mark.parametrize(
+    "imports_triton, torch_first",
+    [(True, False), (True, True), (False, False)],
+    ids=["imports-triton", "torch-then-triton", "no-triton"],
+)
+def test_downloads_run_in_a_readers_environment(imports_triton, torch_first):
     """What the download tests run in: no project variable, an empty folder outside the repository,
-    and nothing imported for the file: a file that imports triton (here only in a function it never
-    calls) gets a fresh interpreter; one that never does may be forked after `import torch` only."""
+    and nothing imported for the file but torch: a file that imports triton (here only in a function
+    it never calls) and not torch before it gets a fresh interpreter; one that imports torch first,
+    or never imports triton, may be forked after `import torch` only."""
     assert not {k for k in reader_env() if k.startswith("COURSE_") or k in ("TRITON_INTERPRET", "PYTHONPATH")}
-    probe = PROBE + ("\n\ndef _on_a_gpu():\n    import triton  # noqa: F401\n" if imports_triton else "")
+    probe = ("import torch  # noqa: F401\n" if torch_first else "") + PROBE
+    probe += "\n\ndef _on_a_gpu():\n    import triton  # noqa: F401\n" if imports_triton else ""
     proc = run_download(probe, "probe.py", timeout=300)
     assert proc["returncode"] == 0, proc["stderr"]
     data = proc["data"]
     assert not [k for k in data["env"] if k.startswith("COURSE_") or k in ("TRITON_INTERPRET", "PYTHONPATH")], data
     assert not [m for m in data["preloaded"] if m.split(".")[0] in ("triton", "coursekit")], data["preloaded"]
-    if imports_triton:
+    if imports_triton and not torch_first:
         assert data["preloaded"] == [], data["preloaded"]
     assert data["small"] is True
     assert not os.path.realpath(data["cwd"]).startswith(str(ROOT)), data["cwd"]
     assert "'repetitions': 1" in proc["stdout"], proc["stdout"]
+
+
+def test_only_a_file_that_imports_torch_before_triton_is_forked_after_import_torch():
+    """The first import of torch or triton that running the file executes, functions aside."""
+    assert imports_torch_before_triton("import os\nimport torch.nn as nn\nimport triton\n")
+    assert imports_torch_before_triton("import torch\n\n\ndef f():\n    import triton\n")
+    assert not imports_torch_before_triton("import triton\nimport torch\n")
+    assert not imports_torch_before_triton("from triton import language\nimport torch\n")
+    assert not imports_torch_before_triton("try:\n    import triton\nexcept ImportError:\n    pass\nimport torch\n")
+    assert not imports_torch_before_triton("def f():\n    import torch\n\n\nimport triton\n")
+    assert not imports_torch_before_triton("import os\n")
 
 
 KERNEL_BEFORE_SWITCH = """import os
