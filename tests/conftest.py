@@ -233,7 +233,8 @@ def reader_env() -> dict:
     return env
 
 
-_reader_server = None  # forks downloads: it has imported torch only
+_reader_servers = {}  # what they have imported -> the server that forks downloads (see run_download)
+COMPILES = re.compile(r"\btorch\.compile\b|\.compile\(")
 
 
 def uses_triton(text: str) -> bool:
@@ -280,11 +281,13 @@ def run_download(text: str, name: str, timeout=900) -> dict:
     torch`` imports no triton, and reads no variable that the file may set, TRITON_INTERPRET
     included): a file that imports triton still decides Triton's interpreter by its own order
     (triton.language's functions are made at import, for the interpreter or not), which no
-    interpreter that imported triton before it could show. A file that imports triton before torch
+    interpreter that imported triton before it could show. A file that calls torch.compile and
+    neither imports triton nor mentions TRITON_INTERPRET is forked from a server that has imported
+    torch.compile's machinery too (forkserver.COMPILER; torch._dynamo imports triton, as the file's
+    first torch.compile would in the same environment). A file that imports triton before torch
     (``imports_torch_before_triton``), or that sets the environment (``needs_fresh``), runs in a
     fresh interpreter, as every one does with COURSE_TESTS_FRESH=1."""
-    global _reader_server
-    from forkserver import ForkServer, needs_fresh
+    from forkserver import COMPILER, ForkServer, needs_fresh
 
     folder = Path(tempfile.mkdtemp(prefix="reader-", dir=_child_tmp))
     assert not folder.resolve().is_relative_to(ROOT), f"{folder} is inside the repository"
@@ -299,11 +302,14 @@ def run_download(text: str, name: str, timeout=900) -> dict:
                 [sys.executable, *argv], capture_output=True, text=True, timeout=timeout, cwd=folder, env=env
             )
         else:
-            if _reader_server is None or _reader_server.env != env:
-                if _reader_server is not None:
-                    _reader_server.close()
-                _reader_server = ForkServer(env, folder.parent, preload=("torch",))
-            proc = _reader_server.run(argv, folder, env, timeout)
+            triton_free = not uses_triton(text) and "TRITON_INTERPRET" not in text
+            preload = ("torch", *COMPILER) if triton_free and COMPILES.search(text) else ("torch",)
+            server = _reader_servers.get(preload)
+            if server is None or server.env != env:
+                if server is not None:
+                    server.close()
+                server = _reader_servers[preload] = ForkServer(env, folder.parent, preload=preload)
+            proc = server.run(argv, folder, env, timeout)
         out = folder / "out.json"
         data = json.loads(out.read_text())["data"] if proc.returncode == 0 and out.exists() else None
         return {"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr, "data": data}

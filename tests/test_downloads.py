@@ -145,23 +145,28 @@ if __name__ == "__main__":
 
 
 @pytest.mark.parametrize(
-    "imports_triton, torch_first",
-    [(True, False), (True, True), (False, False)],
-    ids=["imports-triton", "torch-then-triton", "no-triton"],
+    "imports_triton, torch_first, compiles",
+    [(True, False, False), (True, True, False), (False, False, False), (False, True, True)],
+    ids=["imports-triton", "torch-then-triton", "no-triton", "compiles"],
 )
-def test_downloads_run_in_a_readers_environment(imports_triton, torch_first):
+def test_downloads_run_in_a_readers_environment(imports_triton, torch_first, compiles):
     """What the download tests run in: no project variable, an empty folder outside the repository,
     and nothing imported for the file but torch: a file that imports triton (here only in a function
     it never calls) and not torch before it gets a fresh interpreter; one that imports torch first,
-    or never imports triton, may be forked after `import torch` only."""
+    or never imports triton, may be forked after `import torch` only; one that calls torch.compile
+    and never imports triton, after torch.compile's machinery too (which imports triton, as the call
+    would), never the project."""
     assert not {k for k in reader_env() if k.startswith("COURSE_") or k in ("TRITON_INTERPRET", "PYTHONPATH")}
-    probe = ("import torch  # noqa: F401\n" if torch_first else "") + PROBE
+    probe = ("import torch\n" if torch_first else "") + PROBE
     probe += "\n\ndef _on_a_gpu():\n    import triton  # noqa: F401\n" if imports_triton else ""
+    probe += "\n\ndef _later(f):\n    return torch.compile(f)\n" if compiles else ""
     proc = run_download(probe, "probe.py", timeout=300)
     assert proc["returncode"] == 0, proc["stderr"]
     data = proc["data"]
     assert not [k for k in data["env"] if k.startswith("COURSE_") or k in ("TRITON_INTERPRET", "PYTHONPATH")], data
-    assert not [m for m in data["preloaded"] if m.split(".")[0] in ("triton", "coursekit")], data["preloaded"]
+    assert not [m for m in data["preloaded"] if m.split(".")[0] == "coursekit"], data["preloaded"]
+    if not compiles:
+        assert not [m for m in data["preloaded"] if m.split(".")[0] == "triton"], data["preloaded"]
     if imports_triton and not torch_first:
         assert data["preloaded"] == [], data["preloaded"]
     assert data["small"] is True
