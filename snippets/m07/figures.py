@@ -505,7 +505,7 @@ def matmul_vs_cublas(results) -> go.Figure:
     # the target named in the legend, not on the plot, where a label would cover markers near 1
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=target, name="the target: as fast as cuBLAS"))
     lowest = min([bar] + [r["vs_cublas"]["p10"] for f in facts.values() for r in f["steps"].values()])
-    lo = math.floor(lowest * 20 - 1) / 20  # the ratios differ by per cents: start just below the lowest
+    lo = math.floor(lowest * 40 - 1) / 40  # the ratios differ by per cents: start just below the lowest
     fig.update_yaxes(
         title_text=f"speed relative to cuBLAS (its time over the step's, per round; the axis starts at {lo:.2f})",
         range=[lo, max(1.1, bar + 0.1)],
