@@ -652,7 +652,10 @@ def matmul_clocks(results) -> dict:
     Empty where the clocks were not recorded."""
     data = results("m07/matmul")
     by_size, lines, capped, slowed = {}, [], [], []
-    lines.append(f"{'size':>5}  {'variant':<20} {'SM MHz':>6} {'W':>4} {'capped':>6} {'TFLOP/s':>7} {'per GHz':>7} {'/cuBLAS':>7}")
+    lines.append(
+        f"{'size':>5}  {'variant':<20} {'SM MHz':>6} {'W':>4} {'capped':>6} {'TFLOP/s':>7}"
+        f" {'per GHz':>7} {'/cuBLAS':>7}"
+    )
     for p in data["points"]:
         clocks = p.get("clocks") or {}
         if not clocks:
