@@ -84,6 +84,19 @@ def _gemm(point: dict, name: str) -> dict:
     return next(g for g in point["gemms"] if g["gemm"] == name)
 
 
+def _peer_us(point: dict) -> dict:
+    """torch._grouped_mm's time for both GEMMs in the layout it ran faster in at this point (``peer_best_layout``:
+    weights N-major, ``[G, K, N]``, or K-major, stored ``[G, N, K]`` and passed transposed): the race's peer."""
+    return point["layer_us"]["torch_kmajor" if point.get("peer_best_layout") == "K-major" else "torch"]
+
+
+def _peer_ratio(point: dict) -> dict:
+    """The Triton layer's speed over the peer's in its faster layout, round by round (the race's ratio)."""
+    return point[
+        "layer_triton_vs_torch_kmajor" if point.get("peer_best_layout") == "K-major" else "layer_triton_vs_torch"
+    ]
+
+
 def _times(s: dict, factor: float, unit: str) -> dict:
     """A summary scaled by a positive constant."""
     return {**{k: s[k] * factor for k in ("median", "p10", "p90", "min", "max")}, "n": s["n"], "unit": unit}
@@ -366,7 +379,7 @@ def _bars(gg: dict, routes: dict) -> dict:
     triton_rows, layer_rows = {}, {}
     for p in gg["points"]:
         if p["router"] == "random":
-            ratio = _ratio(p["layer_us"]["torch"], p["layer_us"]["triton"])
+            ratio = _ratio(_peer_us(p), p["layer_us"]["triton"])
             triton_rows[f"{SHAPE_SHORT[p['shape']]}, {p['tokens']:,} tokens"] = ratio
             out["triton"][_key(p["shape"], p["tokens"])] = {"ratio": ratio}
     for c in routes["cases"]:
@@ -563,8 +576,9 @@ def routes(results) -> go.Figure:
 
 def race(results) -> go.Figure:
     """The Triton grouped GEMM's speed relative to torch._grouped_mm (torch's time over Triton's,
-    round by round): each GEMM and both together (the Scoreboard's race), for every point measured;
-    the dashed line is the target."""
+    round by round): each GEMM against torch's N-major weights, and both together against torch's
+    faster layout at that point (the Scoreboard's race), for every point measured; the dashed line is
+    the target."""
     data = results("m11/grouped_gemm")
     points = data["points"]
     labels = [
@@ -574,7 +588,7 @@ def race(results) -> go.Figure:
     series = (
         ("w13", "x @ w13 (gate and up projections)", BLUE, lambda p: _gemm(p, "w13")["triton_vs_torch"]),
         ("w2", "a @ w2 (down projection)", GREEN, lambda p: _gemm(p, "w2")["triton_vs_torch"]),
-        ("both", "both GEMMs of the layer (the race)", ORANGE, lambda p: p["layer_triton_vs_torch"]),
+        ("both", "both GEMMs, against torch's faster layout (the race)", ORANGE, _peer_ratio),
     )
     for _key, name, color, pick in series:
         s = [pick(p) for p in points]
@@ -600,7 +614,7 @@ def race(results) -> go.Figure:
             hoverinfo="skip",
         )
     )
-    fig.add_hline(y=1.0, line_color="black", opacity=0.3)
+    fig.add_hline(y=1.0, line_color="black", opacity=0.3, annotation_text="parity", annotation_position="top left")
     fig.update_yaxes(range=[0.75, 1.1], title_text="Triton's speed over torch._grouped_mm's")
     fig.update_xaxes(tickangle=-30, title_text="shape and tokens (router)")
     fig.update_layout(
@@ -665,15 +679,24 @@ def race_margins(results) -> dict:
     """The Triton grouped GEMM's race against torch._grouped_mm (random router, both GEMMs) held to the
     page's own test: per run (``first``, ``second``), how many points meet the target on the 10th
     percentile of the round-by-round ratio (``met_p10``), not on its median as the Scoreboard decides,
-    and of how many."""
+    and of how many; and the points where torch._grouped_mm ran faster with K-major weights, which the
+    race then uses (``kmajor_faster``, as text, and ``kmajor_count``)."""
     out = {}
     for run, hardware in RUNS.items():
         gg = results("m11/grouped_gemm", hardware=hardware)
         bar = gg["races"][0]["bar"]
-        ratios = [
-            _ratio(p["layer_us"]["torch"], p["layer_us"]["triton"]) for p in gg["points"] if p["router"] == "random"
+        ratios = [_ratio(_peer_us(p), p["layer_us"]["triton"]) for p in gg["points"] if p["router"] == "random"]
+        kmajor = [
+            f"{SHAPE_SHORT[p['shape']]}, {p['tokens']:,} tokens"
+            for p in gg["points"]
+            if p["router"] == "random" and p.get("peer_best_layout") == "K-major"
         ]
-        out[run] = {"met_p10": sum(r["p10"] >= bar for r in ratios), "of": len(ratios)}
+        out[run] = {
+            "met_p10": sum(r["p10"] >= bar for r in ratios),
+            "of": len(ratios),
+            "kmajor_faster": "; ".join(kmajor) if kmajor else "none",
+            "kmajor_count": len(kmajor),
+        }
     return out
 
 
@@ -682,16 +705,18 @@ DECODE_WAYS = {  # what the decode figure draws, in this order: (label, colour, 
     "torch_eager": ("torch._grouped_mm, eager", BLUE, "dot"),
     "torch_graph": ("torch._grouped_mm, one CUDA graph", BLUE, "solid"),
     "triton_graph": ("the Triton kernel, one CUDA graph", GREEN, "solid"),
-    "copy": ("a copy moving the weights' bytes (reference)", "grey", "dash"),
 }
+FLOOR_LABEL = "the floor: the weights read once at the copy rate"
 
 
 def decode_times(results) -> go.Figure:
     """The MoE layer at decode sizes (m11/decode): device time per layer call against tokens per call
     (both axes log), one panel per shape, for the loop (eager, host sync), the grouped routes eager and
-    replayed from a CUDA graph, and the floor: a copy of the bytes of weights the call reads, timed in
-    the same rounds. A way the stored data lacks (the CPU set has no graphs) is left out."""
+    replayed from a CUDA graph, and the floor: the bytes of weights the call reads over the machine's
+    copy rate (methodology/ceilings; ``decode_facts``). A way the stored data lacks (the CPU set has no
+    graphs) is left out."""
     data = results("m11/decode")
+    _, copy = _ceilings(results)
     fig = make_subplots(
         rows=2, cols=1, subplot_titles=[SHAPE_LABELS[s] for s in SHAPES], vertical_spacing=0.14, shared_xaxes=True
     )
@@ -720,9 +745,57 @@ def decode_times(results) -> go.Figure:
                 row=row,
                 col=1,
             )
-        fig.update_yaxes(type="log", title_text="µs per layer call", row=row, col=1)
+        floor = [p["weight_bytes"]["total"] / (copy * 1e9) * 1e6 for p in points]
+        fig.add_trace(
+            go.Scatter(
+                x=tokens,
+                y=floor,
+                mode="lines",
+                name=FLOOR_LABEL,
+                legendgroup="floor",
+                showlegend=row == 1,
+                line={"color": "grey", "dash": "dash"},
+                hovertemplate="%{x} tokens: floor %{y:,.0f} µs<extra></extra>",
+            ),
+            row=row,
+            col=1,
+        )
+        drawn = floor + [p["time_us"][w]["median"] for p in points for w in DECODE_WAYS if w in p["time_us"]]
+        low, high = math.floor(math.log10(min(drawn))), math.log10(max(drawn)) + 0.15
+        ticks = [m * 10**e for e in range(low, math.ceil(high) + 1) for m in (1, 2, 5)]
+        fig.update_yaxes(type="log", range=[low, high], tickvals=ticks, title_text="µs per layer call", row=row, col=1)
     fig.update_xaxes(type="log", tickvals=sorted({p["tokens"] for p in data["points"]}))
     fig.update_xaxes(title_text="tokens per call", row=2, col=1)
     fig.update_layout(height=640, margin=margin(t=50), legend=legend(-0.12, whiskers=True))
     return fig
 
+
+def decode_facts(results) -> dict:
+    """Each decode point (``<shape>_<tokens>``) against its floor: the bytes of weights the call reads
+    (the experts hit and the gate, ``weight_bytes.total``) read once at the machine's copy rate
+    (methodology/ceilings), and the captured layers' time over it (``torch_graph``, ``triton_graph``).
+    The copy the snippet timed alongside is not used: its rate fell by a third above a 512 MiB source."""
+    data = results("m11/decode")
+    _, copy = _ceilings(results)
+    out = {}
+    for p in data["points"]:
+        floor = p["weight_bytes"]["total"] / (copy * 1e9) * 1e6
+        out[_key(p["shape"], p["tokens"])] = {
+            "floor_us": floor,
+            "over_floor": {
+                w: _over_constant(p["time_us"][w], floor) for w in ("torch_graph", "triton_graph") if w in p["time_us"]
+            },
+        }
+    return out
+
+
+def decode_runs(results) -> dict:
+    """The loop over the captured torch._grouped_mm layer at decode (m11/decode, ``loop_over.torch_graph``
+    medians), which the host's speed moves: per Qwen-like token count (``qwen3_<tokens>``) the lowest and
+    highest over the two forced runs (``RUNS``)."""
+    medians = {}
+    for hardware in RUNS.values():
+        for p in results("m11/decode", hardware=hardware)["points"]:
+            if "torch_graph" in p["loop_over"]:
+                medians.setdefault(_key(p["shape"], p["tokens"]), []).append(p["loop_over"]["torch_graph"]["median"])
+    return {k: {"lowest": min(v), "highest": max(v)} for k, v in medians.items()}
