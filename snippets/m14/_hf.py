@@ -3,7 +3,8 @@
 Three routes over the same LlamaForCausalLM (transformers 5.17; its source is what this file follows):
 - static batching with the dynamic cache: `generate` on batches of left-padded prompts;
 - static batching with the static cache and torch.compile: one StaticCache per batch size, reset between
-  batches, every batch left-padded to ONE length, so the compiled decode step sees one shape. transformers
+  batches, every batch left-padded to one length (a choice: the cache would hold shorter prompts too; the
+  compiled decode step's shape is set by the batch and max_cache_len, not by the prompt). transformers
   compiles it by itself (`_valid_auto_compile_criteria`: a compileable cache on CUDA; its default
   CompileConfig is mode="reduce-overhead", i.e. CUDA graphs); the prefill stays eager. On the CPU the same
   call runs uncompiled (transformers only auto-compiles on an accelerator);
@@ -67,9 +68,10 @@ def left_pad(prompts: list[list[int]], length: int, device) -> tuple[torch.Tenso
 def static_batches(hf, requests, batch_size, cache="dynamic", compile=False, pad_to=PAD_TO, warmup=True) -> dict:
     """generate() over batches of `batch_size` requests, one batch after another (static batching).
     cache="static": one StaticCache per batch shape, reset before each batch, every batch padded to
-    `pad_to` (one shape for the compiled decode step); cache="dynamic": each batch padded to its own
-    longest prompt (nothing is compiled, so less padding is simply less work). Warm-up: the first
-    batch, untimed (with compile=True, that is when the decode step compiles and its graphs record)."""
+    `pad_to` (a choice; at batch 256 each batch's longest prompt is 512 anyway); cache="dynamic": each
+    batch padded to its own longest prompt (nothing is compiled, so less padding is simply less work).
+    Warm-up: the first batch, untimed (with compile=True, that is when the decode step compiles and its
+    graphs record)."""
     new_tokens = requests[0]["max_new_tokens"]
     config = generation_config(new_tokens, compile=compile and cache == "static")
     batches = [requests[i : i + batch_size] for i in range(0, len(requests), batch_size)]

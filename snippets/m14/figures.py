@@ -5,7 +5,7 @@ batching and three transformers routes in the same interleaved rounds), "m14/dec
 output token), "m14/poisson" (latency under Poisson arrivals, two rounds), "m14/buckets" (capture cost,
 replay time per bucket, padding, and the decode step as eager, whole graph, compiled and piecewise),
 "m14/attention" (the Triton paged kernel against SDPA over gathered blocks) and "m14/hf_sweep" (the
-tuning of transformers' routes, measured in the reference run only). Values timed in the same rounds
+tuning of transformers' routes). Values timed in the same rounds
 are compared round by round (``coursekit.stats.paired``). Poisson has two rounds, too few for a
 spread, so its computed values are plain numbers: the worst and the best round. Nothing here imports
 torch.
@@ -200,7 +200,7 @@ def derived(results) -> dict:
 
 
 def sweep(results) -> dict:
-    """hf_sweep (reference run only): tokens/s per configuration, as ``<route>_<config>``, and the
+    """hf_sweep: tokens/s per configuration, as ``<route>_<config>``, and the
     generate_batch run with CUDA graphs forced on over its defaults (medians of two runs)."""
     data = results("m14/hf_sweep")
     out = {}
