@@ -85,25 +85,30 @@ def run_python(args, timeout=600, env_extra=None, cwd=ROOT):
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
 
 
-_fork_server = None
+_fork_servers = {}  # PYTHONPATH -> the server that forks children with it
+
+
+def run_forked(args, code: str, cwd, timeout=600, pythonpath=""):
+    """run_python(args, cwd=cwd, env_extra={"PYTHONPATH": pythonpath}), forked from a server that
+    has imported torch, triton and torch.compile's machinery once (tests/forkserver.py) unless
+    ``code`` (what the child runs) touches the environment or multiprocessing; then, and with
+    COURSE_TESTS_FRESH=1, in a fresh interpreter."""
+    from forkserver import ForkServer, needs_fresh
+
+    env = child_env(TRITON_INTERPRET="1", PYTHONUNBUFFERED="1", CUDA_VISIBLE_DEVICES="", PYTHONPATH=pythonpath)
+    if needs_fresh(code) or os.environ.get("COURSE_TESTS_FRESH") == "1":
+        return run_python(args, timeout=timeout, env_extra={"PYTHONPATH": pythonpath}, cwd=cwd)
+    server = _fork_servers.get(pythonpath)
+    if server is None or server.env != env:
+        if server is not None:
+            server.close()
+        server = _fork_servers[pythonpath] = ForkServer(env, ROOT)
+    return server.run(list(args), cwd, env, timeout)
 
 
 def run_reader_code(args, code: str, cwd, timeout=600):
-    """run_python(args, cwd=cwd, env_extra={"PYTHONPATH": ""}) for a code block a reader runs,
-    forked from a server that has imported torch, triton and torch.compile's machinery once
-    (tests/forkserver.py) unless ``code`` touches the environment or multiprocessing; then, and
-    with COURSE_TESTS_FRESH=1, in a fresh interpreter."""
-    global _fork_server
-    from forkserver import ForkServer, needs_fresh
-
-    env = child_env(TRITON_INTERPRET="1", PYTHONUNBUFFERED="1", CUDA_VISIBLE_DEVICES="", PYTHONPATH="")
-    if needs_fresh(code) or os.environ.get("COURSE_TESTS_FRESH") == "1":
-        return run_python(args, timeout=timeout, env_extra={"PYTHONPATH": ""}, cwd=cwd)
-    if _fork_server is None or _fork_server.env != env:
-        if _fork_server is not None:
-            _fork_server.close()
-        _fork_server = ForkServer(env, ROOT)
-    return _fork_server.run(list(args), cwd, env, timeout)
+    """run_forked for a code block a reader runs: nothing of the repository on the path."""
+    return run_forked(args, code, cwd, timeout, pythonpath="")
 
 
 @pytest.fixture(scope="session")
@@ -324,7 +329,7 @@ def _run_script(path):
     if Path(path).resolve() in {p.resolve() for p in store.snippet_files()}:
         text = deps.standalone(Path(path))
         return run_download(text, Path(path).name) | {"standalone": text}
-    proc = run_python([str(path)])
+    proc = run_forked([str(path)], Path(path).read_text(), ROOT, pythonpath=str(ROOT))  # python path, as run_python
     return {"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr, "data": None}
 
 
