@@ -17,9 +17,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import load_snippet
+from conftest import ROOT, load_snippet, run_script_once
 
 MiB, GiB = 2**20, 2**30
+
+
+def measured(name: str) -> dict:
+    """measure(small=True)'s data from the run every snippet gets once per test run (as its download,
+    conftest.run_script_once), not from a second run here."""
+    proc = run_script_once(ROOT / "snippets" / "m08" / f"{name}.py")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.data
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +139,7 @@ def test_the_parser_reads_torchs_oom_message(fragmentation):
 
 
 def test_cached_path_never_mallocs_and_uncached_mallocs_once_per_call():
-    r = load_snippet("m08/alloc_cost").measure(small=True)
+    r = measured("alloc_cost")
     for p in r["points"]:
         cached, uncached = p["per_call_model"]["cached"], p["per_call_model"]["uncached"]
         assert cached["num_device_alloc"] == 0 and cached["reserved_bytes"] == 0
@@ -166,7 +174,7 @@ def test_best_fit_carves_a_small_request_out_of_a_large_cached_block(model):
 
 
 def test_free_sync_times_every_case_idle_and_busy():
-    r = load_snippet("m08/free_sync").measure(small=True)
+    r = measured("free_sync")
     assert {(c["case"], c["stream"]) for c in r["cases"]} == {
         (case, stream)
         for case in ("empty_cache, nothing cached", "empty_cache, a free segment cached", "free and reallocate")
@@ -176,7 +184,7 @@ def test_free_sync_times_every_case_idle_and_busy():
 
 
 def test_record_stream_race_and_its_two_fixes():
-    r = load_snippet("m08/record_stream").measure(small=True)
+    r = measured("record_stream")
     by_fix = {f["fix"]: f for f in r["fixes"]}
     none, recorded, waited = by_fix["none"], by_fix["record_stream"], by_fix["wait_stream"]
     assert none["corrupted_cases"] == none["same_block_cases"] == none["cases"] > 0
@@ -210,7 +218,7 @@ def test_timeline_reduction_reproduces_the_allocators_own_numbers(model):
 
 
 def test_timeline_on_the_cpu_profiler():
-    r = load_snippet("m08/timeline").measure(small=True)
+    r = measured("timeline")
     phases = {p["phase"]: p for p in r["phases"]}
     assert list(phases)[:2] == ["init", "step 1 forward"] and "step 2 zero_grad" in phases
     assert phases["step 1 optimizer"]["allocated_bytes_end"] > phases["step 1 forward"]["allocated_bytes_end"]
@@ -223,7 +231,7 @@ def test_knobs_runs_each_setting_in_a_child_that_reads_it():
     stand-in runs out of memory under the default and succeeds with expandable segments, and says
     that it models no other setting."""
     knobs = load_snippet("m08/knobs")
-    r = knobs.measure(small=True)
+    r = measured("knobs")
     assert [c["config"] for c in r["configs"]] == knobs.CONFIGS
     for c in r["configs"]:
         assert c["alloc_conf"] == ("" if c["config"] == "default" else c["config"])
