@@ -28,7 +28,7 @@ CONTESTANTS = {  # the offline race's contestants, in the order the figure draws
 }
 COLORS = {
     "ours": BLUE,
-    "ours_static": "#6baed6",
+    "ours_static": GREEN,
     "hf_static_compile": ORANGE,
     "hf_dynamic": "#f2b25c",
     "hf_generate_batch": BROWN,
@@ -46,7 +46,8 @@ SIDES = {
     "ours_static": "ours, static batching",
     "hf_continuous": "HF ContinuousBatchingManager",
 }
-SIDE_SYMBOLS = {"ours": "circle-open-dot", "ours_static": "square-open-dot", "hf_continuous": "diamond-open-dot"}
+SIDE_SYMBOLS = {"ours": "circle", "ours_static": "square", "hf_continuous": "diamond"}
+SIDE_OFFSETS = {"ours": -0.22, "ours_static": 0.0, "hf_continuous": 0.22}  # side by side within a percentile
 NEW_TOKENS_AFTER_FIRST = 127  # TPOT's denominator: 128 new tokens, the first one excluded
 
 
@@ -218,18 +219,19 @@ def sweep(results) -> dict:
 
 def throughput(results) -> go.Figure:
     """The offline race: tokens per second of each contestant over the 256 requests (three interleaved
-    rounds; whiskers 10th to 90th percentile), log axis."""
+    rounds; whiskers 10th to 90th percentile), one dot per contestant on a log axis (a bar's length
+    would mean nothing there)."""
     race = results("m14/race")
     rates = race["tokens_per_s"]
     names = list(CONTESTANTS)
     s = [rates[n] for n in names]
     fig = go.Figure(
-        go.Bar(
+        go.Scatter(
             y=[CONTESTANTS[n] for n in names],
             x=[r["median"] for r in s],
             error_x=error_bars([r["p10"] for r in s], [r["median"] for r in s], [r["p90"] for r in s]),
-            orientation="h",
-            marker_color=[COLORS[n] for n in names],
+            mode="markers",
+            marker={"color": [COLORS[n] for n in names], "size": 13},
             hovertemplate="%{y}: %{x:,.0f} tokens/s<extra></extra>",
         )
     )
@@ -273,14 +275,15 @@ def latency(results) -> go.Figure:
     one marker per round (two rounds: no spread is drawn), log axis."""
     poisson = results("m14/poisson")
     panels = [("ttft_ms", "time to first token"), ("tpot_ms", "time per output token")]
+    quantiles = ("p50", "p99")
     fig = make_subplots(rows=1, cols=2, subplot_titles=[t for _, t in panels], horizontal_spacing=0.1)
     for col, (metric, _) in enumerate(panels, 1):
         for side, label in SIDES.items():
             rounds = poisson["per_round"][side]
             xs, ys = [], []
-            for q in ("p50", "p99"):
+            for i, q in enumerate(quantiles):
                 for r in rounds:
-                    xs.append(q)
+                    xs.append(i + SIDE_OFFSETS[side])
                     ys.append(r[metric][q])
             fig.add_trace(
                 go.Scatter(
@@ -290,14 +293,27 @@ def latency(results) -> go.Figure:
                     name=label,
                     legendgroup=side,
                     showlegend=col == 1,
-                    marker={"color": COLORS.get(side, BLUE), "size": 11, "symbol": SIDE_SYMBOLS[side]},
-                    hovertemplate="%{x}: %{y:.2f} ms<extra>" + label + "</extra>",
+                    marker={
+                        "color": COLORS.get(side, BLUE),
+                        "size": 12,
+                        "symbol": SIDE_SYMBOLS[side],
+                        "line": {"width": 1, "color": "white"},
+                    },
+                    customdata=[q for q in quantiles for _ in rounds],
+                    hovertemplate="%{customdata}: %{y:.2f} ms<extra>" + label + "</extra>",
                 ),
                 row=1,
                 col=col,
             )
         fig.update_yaxes(type="log", row=1, col=col)
-        fig.update_xaxes(title_text="percentile", row=1, col=col)
+        fig.update_xaxes(
+            title_text="percentile",
+            tickvals=list(range(len(quantiles))),
+            ticktext=list(quantiles),
+            range=[-0.6, len(quantiles) - 0.4],
+            row=1,
+            col=col,
+        )
     fig.update_yaxes(title_text="milliseconds, log scale; one marker per round", row=1, col=1)
     fig.update_layout(
         height=440,
@@ -310,7 +326,9 @@ def latency(results) -> go.Figure:
 def buckets(results) -> go.Figure:
     """Left: the replay time of each captured decode graph (every slot at a context of 350), for the
     power-of-two set and vLLM's default sizes. Right: how often each decode batch size occurred in the
-    Poisson schedule (32 requests/s), with the power-of-two buckets marked."""
+    Poisson schedule (32 requests/s), with both sets' buckets marked: the power-of-two ones dotted in
+    blue, vLLM's others dashed in orange. The left panel's batch axis is logarithmic, so that 1 to 32,
+    where the right panel's batches lie, is not squeezed against its edge."""
     data = results("m14/buckets")
     fig = make_subplots(
         rows=1,
@@ -356,11 +374,27 @@ def buckets(results) -> go.Figure:
         row=1,
         col=2,
     )
+    top = min(b for b in pow2 if b >= max(sizes))  # the bucket the largest batch pads to
     for b in sorted(pow2):
-        if b <= max(sizes) * 2:
+        if b <= top:
             fig.add_vline(x=b, line_dash="dot", line_color=BLUE, row=1, col=2)
-    fig.update_xaxes(title_text="decode batch (captured size)", row=1, col=1)
-    fig.update_xaxes(title_text="real decode batch (dotted: power-of-two buckets)", row=1, col=2)
+    for b in sorted(set(data["vllm_sizes"]) - pow2):  # vLLM's sizes that are not powers of two
+        if b <= top:
+            fig.add_vline(x=b, line_dash="dash", line_color=ORANGE, row=1, col=2)
+    ticks = sorted(pow2)
+    fig.update_xaxes(
+        type="log",
+        title_text="decode batch (captured size, log scale)",
+        tickvals=ticks,
+        ticktext=[str(b) for b in ticks],
+        row=1,
+        col=1,
+    )
+    fig.update_xaxes(
+        title_text="real decode batch (dotted: powers of two; dashed: vLLM)",
+        row=1,
+        col=2,
+    )
     fig.update_yaxes(title_text=f"device time per replay (µs; {WHISKERS})", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="decode steps", row=1, col=2)
     fig.update_layout(
@@ -495,6 +529,6 @@ def time_split(results) -> go.Figure:
     fig.add_vline(x=g["target_s"] * 1e3, line_dash="dot", line_color="#7f7f7f")
     fig.add_annotation(x=g["target_s"] * 1e3, y=1.0, yref="paper", text="target", showarrow=False, yanchor="bottom")
     fig.update_layout(barmode="stack", height=340, margin=margin(l=10, t=30), legend=legend(-0.3))
-    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_yaxes(autorange="reversed", automargin=True, title_text="run")
     fig.update_xaxes(title_text="one offline run: 256 requests, 128 new tokens each (ms)", rangemode="tozero")
     return fig
