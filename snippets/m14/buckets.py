@@ -16,9 +16,10 @@ of 16 tokens, Triton paged attention), three measurements:
     eagerly; replayed from the Engine's whole-step graph (the eager model captured); with the two
     pieces of each layer around attention compiled (torch.compile of _model.attention_in and
     attention_out, one compile for all layers: weights are arguments) and the whole step captured as
-    one graph; and piecewise, what vLLM v1 does with splitting_ops and its CUDAGraphWrapper: the same
-    compiled pieces, each captured as its own graph, attention launched eagerly between the replays
-    (2 x 12 + 2 graphs a step). Device time per step, the four interleaved (bench.gpu_us_each).
+    one graph; and piecewise, as vLLM v1 does it (splitting_ops, CUDAGraphWrapper) but split finer: each
+    layer's two pieces captured as graphs of their own, attention launched eagerly between the replays
+    (2 x 12 + 2 graphs a step; vLLM merges post(i) with pre(i+1): 13 pieces). Device time per step,
+    the four interleaved (bench.gpu_us_each).
 
 GPU: about 90 s (two cold compiles of two small pieces, 9 + 35 captures, two workload runs).
 On the CPU (small=True): TINY, 6 requests, no CUDA graphs: (a) is empty, (b) uses the eager

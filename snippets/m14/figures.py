@@ -62,6 +62,14 @@ def _rounds(per_round: list[dict], metric: str, q: str | None = None) -> list[fl
 # ---------------------------------------------------------------- computed values
 
 
+def _floor_us(results, batch: int) -> float:
+    """A decode step's floor: its weights and its batch's keys and values (the context timed) read once
+    at the copy peak's byte rate, in µs."""
+    sb = results("m14/buckets")["step_bytes"]
+    copy_GBps = results("methodology/ceilings")["copy"]["GBps"]["median"]
+    return (sb["weights"] + batch * sb["context"] * sb["kv_per_token"]) / 1e3 / copy_GBps
+
+
 def derived(results) -> dict:
     """Every number the page computes from stored ones.
 
@@ -71,11 +79,11 @@ def derived(results) -> dict:
     the decoded tokens) and the prompt tokens of the 256 requests. ``decode1``: HF static + compile
     over ours, per round. ``poisson``: per side the worst and best round of p50/p99 TTFT and TPOT and
     the achieved throughput; the span it implies, and HF's tail (one request's TTFT plus 127 TPOTs).
-    ``buckets``: capture time summed per bucket set, pool MiB, the replay at 256 over the replay at 1,
-    the padding per set and schedule, and the modelled decode time per set. ``modes.<batch>``: each
-    mode over the next faster one, per round; the step's floor (its weights and its batch's keys and
-    values at the context buckets timed, read at the copy peak's byte rate) and the whole graph's and the
-    compiled graph's step over it. ``attention.<batch>``: the gather's time over the
+    ``buckets``: capture time summed per bucket set, pool MiB, the padding per set and schedule, and the
+    modelled decode time per set. ``modes.<batch>``: each mode over the next faster one, per round; the
+    whole graph's step over batch 1's; the step's floor (its weights and its batch's keys and values at
+    the context buckets timed, read at the copy peak's byte rate) and the whole graph's and the compiled
+    graph's step over it. ``attention.<batch>``: the gather's time over the
     kernel's, per round, and the kernel's rate on the bytes of K and V it reads."""
     out = {}
     race = results("m14/race")
@@ -145,7 +153,6 @@ def derived(results) -> dict:
         "pool_MiB": buckets["pool_bytes"] / 2**20,
         "first_capture_released_MiB": -caps[0]["reserved_growth_bytes"] / 2**20,
         "driver_MiB_after_first": sum(max(0, c["device_free_drop_bytes"]) for c in caps[1:]) / 2**20,
-        "replay_256_over_1": replay[256]["median"] / replay[1]["median"],
         "replay_1_us": replay[1],
         "replay_256_us": replay[256],
         "padding": {},
@@ -155,7 +162,7 @@ def derived(results) -> dict:
     pw, vl = out["buckets"]["padding"]["poisson_pow2"], out["buckets"]["padding"]["poisson_vllm"]
     out["buckets"]["poisson_modelled_saving"] = 1 - vl["modelled_decode_s"] / pw["modelled_decode_s"]
     out["buckets"]["poisson_mean_batch"] = pw["real_slots"] / pw["decode_steps"]
-    # where the two sets differ: steps above 16 pad to 24 (vLLM's set) or to 32 (powers of two)
+    # where the two sets differ: steps of 17 to 24 pad to 24 (vLLM's set) or 32 (powers of two), 33 to 40 to 40 or 64
     poisson_batches = next(s for s in buckets["schedules"] if s["schedule"] == "poisson")["decode_batches"]
     out["buckets"]["poisson_share_le_16"] = sum(n <= 16 for n in poisson_batches) / len(poisson_batches)
     out["buckets"]["poisson_max_batch"] = max(poisson_batches)
@@ -163,11 +170,10 @@ def derived(results) -> dict:
     out["buckets"]["replay_per_slot_16_to_256_us"] = (replay[256]["median"] - replay[16]["median"]) / (256 - 16)
 
     out["modes"] = {}
-    sb = buckets["step_bytes"]  # a step's floor: its weights and its batch's KV at the copy peak's byte rate
-    copy_GBps = results("methodology/ceilings")["copy"]["GBps"]["median"]
+    step_1_us = next(m for m in buckets["modes"] if m["batch"] == 1)["us"]["whole_graph"]["median"]
     for m in buckets["modes"]:
         u = m["us"]
-        floor = (sb["weights"] + m["batch"] * sb["context"] * sb["kv_per_token"]) / 1e3 / copy_GBps
+        floor = _floor_us(results, m["batch"])
         graphs = m["graphs_per_step"]["piecewise"]
         launches = graphs + (graphs - 2) // 2  # the graphs, and one eager attention per layer (2 graphs a layer + 2)
         out["modes"][str(m["batch"])] = {
@@ -183,7 +189,7 @@ def derived(results) -> dict:
             "piecewise_launches": launches,
             "layers": (graphs - 2) // 2,
             "floor_us": floor,
-            "weights_read_us": sb["weights"] / 1e3 / copy_GBps,
+            "whole_over_batch1": u["whole_graph"]["median"] / step_1_us,
             "whole_over_floor": u["whole_graph"]["median"] / floor,
             "compiled_over_floor": u["compiled_whole_graph"]["median"] / floor,
         }
@@ -243,7 +249,8 @@ def throughput(results) -> go.Figure:
 
 def decode_modes(results) -> go.Figure:
     """One decode step (context 350 per sequence) at batch 1, 16, 64 and 256: eager, the eager model
-    captured as one graph, the compiled pieces in one graph, and piecewise (device time per step)."""
+    captured as one graph, the compiled pieces in one graph, and piecewise (device time per step); dotted,
+    the step's floor (``_floor_us``)."""
     modes = sorted(results("m14/buckets")["modes"], key=lambda m: m["batch"])
     batches = [m["batch"] for m in modes]
     fig = go.Figure()
@@ -260,6 +267,16 @@ def decode_modes(results) -> go.Figure:
                 hovertemplate="batch %{x}: %{y:,.0f} µs<extra>" + label + "</extra>",
             )
         )
+    fig.add_trace(
+        go.Scatter(
+            x=batches,
+            y=[_floor_us(results, b) for b in batches],
+            mode="lines",
+            name="floor: weights, keys and values read once at the copy rate",
+            line={"color": "#7f7f7f", "dash": "dot"},
+            hovertemplate="batch %{x}: floor %{y:,.0f} µs<extra></extra>",
+        )
+    )
     fig.update_xaxes(type="log", title_text="decode batch", tickvals=batches, ticktext=[str(b) for b in batches])
     fig.update_yaxes(type="log", title_text=f"time per decode step (µs, log scale; {WHISKERS})")
     fig.update_layout(
