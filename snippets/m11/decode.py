@@ -1,5 +1,6 @@
 """The MoE layer at decode sizes: a few tokens per call, one to a few rows per expert, where the layer
-reads its experts' weights and does little else. Per shape (_moe.py: "mixtral", hidden 4096, FFN
+reads most of its experts' weights for a few rows each (from 32 tokens on that read is about half its
+time). Per shape (_moe.py: "mixtral", hidden 4096, FFN
 14336, 8 experts, top-2; "qwen3", hidden 2048, FFN 768, 128 experts, top-8; bf16) and 1, 8, 32 and
 128 tokens (random activations and the random router), the whole layer, router included (gate,
 softmax, top-k), then sort-permute, the experts, unpermute, three ways:
@@ -138,7 +139,7 @@ def time_point(name, shape, layer, tokens, dev, dtype) -> dict:
     if cuda:
         calls["torch_graph"] = captured(eager["torch_eager"])
         calls["triton_graph"] = captured(eager["triton_eager"])
-        calls["copy"] = captured(eager["copy"])  # the floor, replayed like the layer
+        calls["copy"] = captured(eager["copy"])  # a weight-sized copy, replayed like the layer
     ways = [w for w in WAYS if w in calls]
 
     # Agreement: each way's output against an fp32 loop over the experts (the same routing) and the bf16 loop.

@@ -85,16 +85,22 @@ def _gemm(point: dict, name: str) -> dict:
 
 
 def _peer_us(point: dict) -> dict:
-    """torch._grouped_mm's time for both GEMMs in the layout it ran faster in at this point (``peer_best_layout``:
-    weights N-major, ``[G, K, N]``, or K-major, stored ``[G, N, K]`` and passed transposed): the race's peer."""
-    return point["layer_us"]["torch_kmajor" if point.get("peer_best_layout") == "K-major" else "torch"]
+    """torch._grouped_mm's time for both GEMMs with each weight in the layout it ran faster in at this point
+    (``peer_layout_per_gemm``: N-major, ``[G, K, N]``, or K-major, stored ``[G, N, K]`` and passed transposed),
+    summed round by round (``layer_us.torch_best``): the race's peer."""
+    return point["layer_us"]["torch_best"]
 
 
 def _peer_ratio(point: dict) -> dict:
-    """The Triton layer's speed over the peer's in its faster layout, round by round (the race's ratio)."""
-    return point[
-        "layer_triton_vs_torch_kmajor" if point.get("peer_best_layout") == "K-major" else "layer_triton_vs_torch"
-    ]
+    """The Triton layer's speed over the peer's at its best per GEMM, round by round (the race's ratio)."""
+    return point["layer_triton_vs_torch_best"]
+
+
+def _gemm_peer_ratio(point: dict, name: str) -> dict:
+    """One GEMM's race: torch._grouped_mm in that weight's faster layout over Triton, round by round."""
+    g = _gemm(point, name)
+    layout = point["peer_layout_per_gemm"][name]
+    return _ratio(g["torch_kmajor" if layout == "K-major" else "torch"]["time_us"], g["triton"]["time_us"])
 
 
 def _times(s: dict, factor: float, unit: str) -> dict:
@@ -147,7 +153,9 @@ def _config_text(c: dict) -> str:
 
 
 def gemm_facts(results) -> dict:
-    """The grouped GEMMs against the roofline of the same machine (methodology/ceilings).
+    """The grouped GEMMs against the roofline of the same machine (methodology/ceilings), and each GEMM's
+    race (``gemm_race.<shape>_<tokens>_<router>.<gemm>``: torch._grouped_mm in that weight's faster layout
+    over Triton, round by round).
 
     ``ridge``: FLOPs per byte at which the bf16 GEMM rate and the copy bandwidth meet. Per point
     ``<shape>_<tokens>`` (random router) and GEMM (``w13``, ``w2``): the FLOPs, the least bytes a
@@ -165,13 +173,21 @@ def gemm_facts(results) -> dict:
         str(m) for m in sorted({g["triton_config"]["BLOCK_M"] for p in data["points"] for g in p["gemms"]})
     )
     out["gemms_tuned"] = sum(g["tuned_here"] for p in data["points"] for g in p["gemms"])
-    out["max_diff_triton_vs_torch"] = max(g["max_abs_diff_triton_vs_torch"] for p in data["points"] for g in p["gemms"])
+    out["max_diff_triton_vs_torch"] = max(
+        max(g["max_abs_diff_triton_vs_torch"], g["max_abs_diff_triton_vs_torch_kmajor"])
+        for p in data["points"]
+        for g in p["gemms"]
+    )
     out["max_diff_vs_fp32"] = max(
         max(g["max_abs_diff_triton_vs_fp32"], g["max_abs_diff_torch_vs_fp32"])
         for p in data["points"]
         for g in p["gemms"]
     )
     out["max_abs_fp32"] = max(g["max_abs_fp32"] for p in data["points"] for g in p["gemms"])
+    out["gemm_race"] = {  # each GEMM against torch in that weight's faster layout, per point and router
+        f"{_key(p['shape'], p['tokens'])}_{p['router']}": {g: _gemm_peer_ratio(p, g) for g in ("w13", "w2")}
+        for p in data["points"]
+    }
     for p in data["points"]:
         if p["router"] != "random":
             continue
@@ -290,7 +306,10 @@ def compile_facts(results) -> dict:
         lines += [f"  break at: {b['line']}", f"  reason: {b['reason']}", f"  {b['explanation']}"]
     error = _no_paths(loop["fullgraph"]["error"]).splitlines()
     caused = [ln for ln in error if ln.startswith("Caused by")]
-    fullgraph = [f"{loop['fullgraph']['error_type']}: {error[0]}", *caused]
+    fullgraph = [  # one sentence a line, so that no line runs far past a narrow code box
+        *re.split(r"(?<=\.)\s+(?=[A-Z])", f"{loop['fullgraph']['error_type']}: {error[0]}"),
+        *(part for ln in caused for part in re.split(r"\s{2}(?=# \S+\.py:)", ln)),
+    ]
     reason = _no_paths(loop["recompiles"]["reasons"][0]).splitlines()
     out["text"] = {
         "explain_loop": "\n".join(lines),
@@ -576,19 +595,22 @@ def routes(results) -> go.Figure:
 
 def race(results) -> go.Figure:
     """The Triton grouped GEMM's speed relative to torch._grouped_mm (torch's time over Triton's,
-    round by round): each GEMM against torch's N-major weights, and both together against torch's
-    faster layout at that point (the Scoreboard's race), for every point measured; the dashed line is
-    the target."""
+    round by round), torch with each weight in its faster layout at that point (w13 N-major; w2
+    K-major but at Mixtral-like 16,384 tokens, marked *): each GEMM, and both together (the
+    Scoreboard's race), for every point measured; the dashed line is the target."""
     data = results("m11/grouped_gemm")
     points = data["points"]
     labels = [
-        f"{SHAPE_SHORT[p['shape']]}, {p['tokens']:,}" + ("" if p["router"] == "random" else ", skewed") for p in points
+        f"{SHAPE_SHORT[p['shape']]}, {p['tokens']:,}"
+        + ("" if p["router"] == "random" else ", skewed")
+        + ("*" if p["peer_layout_per_gemm"]["w2"] != "K-major" else "")
+        for p in points
     ]
     fig = go.Figure()
     series = (
-        ("w13", "x @ w13 (gate and up projections)", BLUE, lambda p: _gemm(p, "w13")["triton_vs_torch"]),
-        ("w2", "a @ w2 (down projection)", GREEN, lambda p: _gemm(p, "w2")["triton_vs_torch"]),
-        ("both", "both GEMMs, against torch's faster layout (the race)", ORANGE, _peer_ratio),
+        ("w13", "x @ w13, the gate and up projections (torch N-major)", BLUE, lambda p: _gemm_peer_ratio(p, "w13")),
+        ("w2", "SwiGLU output @ w2, the down projection (torch K-major*)", GREEN, lambda p: _gemm_peer_ratio(p, "w2")),
+        ("both", "both GEMMs (the race)", ORANGE, _peer_ratio),
     )
     for _key, name, color, pick in series:
         s = [pick(p) for p in points]
@@ -676,26 +698,24 @@ def ep_phases(results) -> go.Figure:
 
 
 def race_margins(results) -> dict:
-    """The Triton grouped GEMM's race against torch._grouped_mm (random router, both GEMMs) held to the
-    page's own test: per run (``first``, ``second``), how many points meet the target on the 10th
-    percentile of the round-by-round ratio (``met_p10``), not on its median as the Scoreboard decides,
-    and of how many; and the points where torch._grouped_mm ran faster with K-major weights, which the
-    race then uses (``kmajor_faster``, as text, and ``kmajor_count``)."""
+    """The Triton grouped GEMM's race against torch._grouped_mm at its best per GEMM (random router, both
+    GEMMs) held to the page's own test: per run (``first``, ``second``), how many points meet the target on
+    the 10th percentile of the round-by-round ratio (``met_p10``), not on its median as the Scoreboard
+    decides, and of how many; and the points where torch ran ``w2`` faster N-major (``w2_nmajor``, as text)."""
     out = {}
     for run, hardware in RUNS.items():
         gg = results("m11/grouped_gemm", hardware=hardware)
         bar = gg["races"][0]["bar"]
         ratios = [_ratio(_peer_us(p), p["layer_us"]["triton"]) for p in gg["points"] if p["router"] == "random"]
-        kmajor = [
+        nmajor = [
             f"{SHAPE_SHORT[p['shape']]}, {p['tokens']:,} tokens"
             for p in gg["points"]
-            if p["router"] == "random" and p.get("peer_best_layout") == "K-major"
+            if p["router"] == "random" and p["peer_layout_per_gemm"]["w2"] == "N-major"
         ]
         out[run] = {
             "met_p10": sum(r["p10"] >= bar for r in ratios),
             "of": len(ratios),
-            "kmajor_faster": "; ".join(kmajor) if kmajor else "none",
-            "kmajor_count": len(kmajor),
+            "w2_nmajor": "; ".join(nmajor) if nmajor else "none",
         }
     return out
 
@@ -790,12 +810,17 @@ def decode_facts(results) -> dict:
 
 
 def decode_runs(results) -> dict:
-    """The loop over the captured torch._grouped_mm layer at decode (m11/decode, ``loop_over.torch_graph``
-    medians), which the host's speed moves: per Qwen-like token count (``qwen3_<tokens>``) the lowest and
-    highest over the two forced runs (``RUNS``)."""
-    medians = {}
+    """The numbers at decode that the host's speed moves, as the lowest and highest median over the two
+    forced runs (``RUNS``): per point with a captured torch._grouped_mm layer (``<shape>_<tokens>``) the
+    loop over it (``loop_over.torch_graph``), and under ``graph_speedup`` the captured layer over the eager
+    one (``graph_speedup.torch``)."""
+    medians, graphs = {}, {}
     for hardware in RUNS.values():
         for p in results("m11/decode", hardware=hardware)["points"]:
             if "torch_graph" in p["loop_over"]:
                 medians.setdefault(_key(p["shape"], p["tokens"]), []).append(p["loop_over"]["torch_graph"]["median"])
-    return {k: {"lowest": min(v), "highest": max(v)} for k, v in medians.items()}
+            if "torch" in p.get("graph_speedup", {}):
+                graphs.setdefault(_key(p["shape"], p["tokens"]), []).append(p["graph_speedup"]["torch"]["median"])
+    out = {k: {"lowest": min(v), "highest": max(v)} for k, v in medians.items()}
+    out["graph_speedup"] = {k: {"lowest": min(v), "highest": max(v)} for k, v in graphs.items()}
+    return out
