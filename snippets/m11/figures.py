@@ -452,7 +452,7 @@ def ep_facts(results) -> dict:
 
 def load(results) -> go.Figure:
     """Assignments per expert, busiest first, over the mean, at 4,096 tokens: the random router and
-    the skewed ones, for both shapes. The dashed line is a capacity factor of 1.25: the part of each
+    the skewed ones, for both shapes. The dotted line is a capacity factor of 1.25: the part of each
     bar above it is dropped at that capacity."""
     data = results("m11/routing")
     tokens = 4096
@@ -477,17 +477,18 @@ def load(results) -> go.Figure:
                 row=1,
                 col=col,
             )
-        fig.add_hline(y=1.25, line_dash="dash", line_color="black", opacity=0.5, row=1, col=col)
-    fig.add_annotation(
-        x=1.0,
-        xref="x2 domain",
-        y=1.25,
-        yref="y2",
-        text="capacity factor 1.25",
-        showarrow=False,
-        xanchor="right",
-        yanchor="bottom",
-    )
+        fig.add_hline(y=1.25, line_dash="dot", line_color="black", opacity=0.5, row=1, col=col)
+    for axis in ("", "2"):  # the capacity labelled in both panels, so that it is not read as a router
+        fig.add_annotation(
+            x=1.0,
+            xref=f"x{axis} domain",
+            y=math.log10(1.25),  # a log axis places annotations in decades
+            yref=f"y{axis}",
+            text="capacity factor 1.25",
+            showarrow=False,
+            xanchor="right",
+            yanchor="bottom",
+        )
     fig.update_xaxes(title_text="experts, busiest first", row=1, col=1)
     fig.update_xaxes(title_text="experts, busiest first", row=1, col=2)
     fig.update_yaxes(type="log", title_text="assignments over the mean (log scale)", row=1, col=1)
