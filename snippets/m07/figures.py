@@ -450,7 +450,7 @@ def matmul_steps(results) -> go.Figure:
                 x=[labels[0], labels[-1]],
                 y=[reference, reference],
                 mode="lines",
-                line={"dash": "dot", "color": "grey"},
+                line={"dash": "dot" if col == 1 else "dashdot", "color": "grey"},  # two entries: told apart by dash
                 name=f"{text}: {number(reference)} TFLOP/s",
                 legendgroup=f"reference {p['size']}",
                 showlegend=bool(same) or col == 1,

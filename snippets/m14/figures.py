@@ -235,7 +235,11 @@ def throughput(results) -> go.Figure:
         go.Scatter(
             y=[CONTESTANTS[n] for n in names],
             x=[r["median"] for r in s],
-            error_x=error_bars([r["p10"] for r in s], [r["median"] for r in s], [r["p90"] for r in s]),
+            # one whisker colour for dots of several: grey reads on both schemes (plotly's default is black)
+            error_x={
+                **error_bars([r["p10"] for r in s], [r["median"] for r in s], [r["p90"] for r in s]),
+                "color": "grey",
+            },
             mode="markers",
             marker={"color": [COLORS[n] for n in names], "size": 13},
             hovertemplate="%{y}: %{x:,.0f} tokens/s<extra></extra>",
@@ -314,7 +318,7 @@ def latency(results) -> go.Figure:
                         "color": COLORS.get(side, BLUE),
                         "size": 12,
                         "symbol": SIDE_SYMBOLS[side],
-                        "line": {"width": 1, "color": "white"},
+                        "line": {"width": 0},
                     },
                     customdata=[q for q in quantiles for _ in rounds],
                     hovertemplate="%{customdata}: %{y:.2f} ms<extra>" + label + "</extra>",

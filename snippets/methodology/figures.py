@@ -145,8 +145,9 @@ def drift_figure(results):
                     mode="markers",
                     name=labels[-1],
                     marker={"symbol": "circle" if clock == "host" else "diamond", "size": 6, "opacity": 0.7},
-                    text=[f"{r['key']}: {r['path']}" for r in picked],
-                    hovertemplate="%{text}<br>%{x:.2f} %<extra></extra>",
+                    # the summaries that moved 3 % or more are named; naming every one would weigh down the page
+                    text=[f"{r['key']}: {r['path']}" if r[field] >= 3 else "" for r in picked],
+                    hovertemplate="%{text}<br>%{x:.2f} %<extra>" + labels[-1] + "</extra>",
                     showlegend=False,
                 )
             )
