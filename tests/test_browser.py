@@ -511,6 +511,16 @@ def test_page_reads_well(url, size, sized_pages, server, stock_axe):
     problems += figure_problems(pg)  # figures that read well at this size (issue 16)
     problems += provenance_problems(pg, size, url)
 
+    # axe sees the page at rest at its top, as it sees the stock page: Material's back-to-top button,
+    # which shows for a while after the checks above scroll upwards, is then hidden on both
+    pg.evaluate("() => window.scrollTo(0, 0)")
+    try:
+        pg.wait_for_function(
+            "() => { const b = document.querySelector('.md-top'); return !b || b.hidden || !b.checkVisibility(); }",
+            timeout=5000,
+        )
+    except Exception:
+        pass  # a button still shown is checked by axe like everything else
     violations = run_axe(pg, AXE_RULES[size])
     stock = stock_axe[size]
     stock_rules = {v["id"] for v in stock}
