@@ -80,6 +80,7 @@ from pathlib import Path
 
 from coursekit import results as store
 from coursekit import runner
+from coursekit.evidence import EVIDENCE_ENV
 
 CPU_RESULTS_DIR = store.ROOT / ".cache" / "cpu-results"  # --cpu's default: never the site's build_results/
 PUBLISHED_CPU_SET = "cpu-small"  # --cpu --publish's folder under build_results/
@@ -285,6 +286,8 @@ def remove_stale_temporaries(folder: Path) -> None:
     for tmp in sorted(folder.rglob(".*.json.*.tmp")):
         tmp.unlink(missing_ok=True)
         print(f"removed {tmp}, left behind by an interrupted write", flush=True)
+    for line in store.restore_interrupted_evidence(folder):  # store.write_with_evidence's folders
+        print(line, flush=True)
 
 
 # ---------------------------------------------------------------- workers and their processes
@@ -547,12 +550,19 @@ class Job:
         out_json.unlink(missing_ok=True)  # a --logs-dir may hold an earlier job's
         cmd = [sys.executable, "-m", "coursekit.runner", str(task.path), str(out_json)]
         cmd += ["--small"] if self.args.small else []
+        # a fresh folder for the evidence files the snippet writes (coursekit/evidence.py); set here,
+        # not in runner.snippet_env, whose code is part of every result's hash
+        evidence = out_json.with_suffix(".evidence")
+        shutil.rmtree(evidence, ignore_errors=True)
+        evidence.mkdir(parents=True)
+        env = worker.env(self.args.small)
+        env[EVIDENCE_ENV] = str(evidence)
         with open(log, "w") as logf:
             proc = self.children.start(
                 cmd,
                 stdout=logf,
                 stderr=subprocess.STDOUT,
-                env=worker.env(self.args.small),
+                env=env,
                 cwd=store.ROOT,
                 preexec_fn=worker.preexec(os.getpid()),
             )
@@ -573,9 +583,12 @@ class Job:
         if not out_json.exists():
             return None, f"exited 0 without writing its data{last_line(log, task.path)}"
         try:
-            return json.loads(out_json.read_text()), ""
+            out = json.loads(out_json.read_text())
         except (OSError, ValueError) as exc:
             return None, f"unreadable output: {exc}"
+        if isinstance(out, dict):
+            out["_evidence"] = evidence  # not stored: where its files are until the result is written
+        return out, ""
 
     def document(self, task: Task, worker: Worker, outputs: list[dict], snippet_hash: str) -> dict:
         """The result (schema 2) from the outputs of processes 1..N."""
@@ -605,6 +618,8 @@ class Job:
         }
         if len(outputs) > 1:
             doc["runs"] = [out["data"] for out in outputs[1:]]
+        if outputs[0].get("_artifacts"):  # process 1's evidence files, as its data lists them
+            doc["artifacts"] = outputs[0]["_artifacts"]
         return doc
 
     def run_processes(self, task: Task, worker: Worker, n: int, outcome: Outcome, hash_before: str) -> list[dict]:
@@ -623,6 +638,10 @@ class Job:
                 raise Failed(where + problem)
             if not isinstance(out.get("data"), dict):  # said first: every later check would be about a dict
                 raise Failed(f"{where}measure() returned a {type(out.get('data')).__name__}, not a dict")
+            try:
+                out["_artifacts"] = store.artifact_records(task.key, out["data"], out.get("_evidence"))
+            except store.ResultError as exc:
+                raise Failed(f"{where}{exc}") from None
             outputs.append(out)
             try:
                 store.validate(self.document(task, worker, outputs, hash_before), str(task.target))
@@ -664,7 +683,10 @@ class Job:
             if remeasured:
                 doc["provenance"]["remeasured"] = remeasured
             try:
-                store.write_atomic(task.target, doc)
+                if "artifacts" in doc or store.evidence_dir(task.target).exists():
+                    store.write_with_evidence(task.target, doc, outputs[0].get("_evidence"))
+                else:
+                    store.write_atomic(task.target, doc)
             except (store.ResultError, OSError) as exc:
                 raise Failed(f"cannot write the result: {exc}") from None
             outcome.status, outcome.log = "written", None

@@ -12,8 +12,14 @@ One JSON file per snippet and hardware. Its layout (``SCHEMA_VERSION`` 2):
                      duration_s, processes, durations_s, workers, gpu_index, cpu_affinity,
                      sizes ("small" on a CPU set), ...},
       "data": {... what process 1's measure() returned; timings are coursekit.stats summaries},
-      "runs": [{... process 2's data}, ...]     # only when the snippet ran in several processes
+      "runs": [{... process 2's data}, ...],    # only when the snippet ran in several processes
+      "artifacts": [{"name", "bytes", "sha256"}, ...]  # only for a snippet that writes evidence files
     }
+
+Evidence files (coursekit/evidence.py): a snippet's ``data["artifacts"]`` lists the files it wrote
+(``name``, ``what`` it is, the tool it ``opens_with``, what it ``shows``); the build job stores them in
+``<set>/<module>/<name>/`` beside the result (``write_with_evidence``), each at most
+``MAX_ARTIFACT_BYTES``, and records each one's bytes and SHA-256 under the result's ``artifacts``.
 
 Nothing here imports torch: the site build reads results on machines without it.
 """
@@ -25,6 +31,7 @@ import json
 import math
 import os
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,6 +196,111 @@ def check_data(data, where: str = "data") -> None:
             raise ResultError(f"{where}.races must be a list of races")
         for i, race in enumerate(data["races"]):
             check_race(race, f"{where}.races.{i}")
+    if "artifacts" in data:  # the evidence files the snippet wrote (coursekit/evidence.py)
+        check_artifact_list(data["artifacts"], f"{where}.artifacts")
+
+
+# ---------------------------------------------------------------- evidence files
+
+MAX_ARTIFACT_BYTES = 2 * 1024 * 1024  # one evidence file: a reader downloads it, the repository stores it
+ARTIFACT_KINDS = ("profiler trace", "memory snapshot", "compile log", "Triton IR")
+ARTIFACT_FIELDS = ("name", "what", "opens_with", "shows")
+ARTIFACT_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,119}")  # a plain file name: no folder, no space, no ..
+
+
+def artifact_prefix(key: str) -> str:
+    """What every evidence file of snippet ``key`` is named with first: ``m02/evidence`` -> ``m02-evidence-``."""
+    return key.replace("/", "-") + "-"
+
+
+def check_artifact_name(name, key: str | None, where: str) -> None:
+    if not isinstance(name, str) or not ARTIFACT_NAME.fullmatch(name) or ".." in name:
+        raise ResultError(
+            f"{where}: the evidence file name {name!r} is not a plain file name "
+            "(lower-case letters, digits, '.', '_' and '-', no folder, at most 120 characters)"
+        )
+    if key is not None and not name.startswith(artifact_prefix(key)):
+        raise ResultError(f"{where}: the evidence file {name!r} must be named {artifact_prefix(key)}... (its snippet)")
+
+
+def check_artifact_list(artifacts, where: str) -> None:
+    """``data["artifacts"]`` as measure() returns it: one entry per file, each with its name, what it
+    is (one of ARTIFACT_KINDS), the tool that opens it and what it shows, all text."""
+    if not isinstance(artifacts, list) or not artifacts:
+        raise ResultError(f"{where} must list the evidence files the snippet wrote (a non-empty list)")
+    names = set()
+    for i, a in enumerate(artifacts):
+        here = f"{where}[{i}]"
+        if not isinstance(a, dict) or set(a) != set(ARTIFACT_FIELDS):
+            raise ResultError(f"{here}: an evidence file is a dict with exactly {', '.join(ARTIFACT_FIELDS)}")
+        for f in ARTIFACT_FIELDS:
+            if not isinstance(a[f], str) or not a[f].strip() or "\n" in a[f]:
+                raise ResultError(f"{here}.{f} is {a[f]!r}, not one line of text")
+        check_artifact_name(a["name"], None, here)
+        if a["what"] not in ARTIFACT_KINDS:
+            raise ResultError(f"{here}.what is {a['what']!r}, not one of {', '.join(ARTIFACT_KINDS)}")
+        if a["name"] in names:
+            raise ResultError(f"{here}: {a['name']!r} is listed twice")
+        names.add(a["name"])
+
+
+def artifact_records(key: str, data: dict, folder: Path | None) -> list[dict]:
+    """Each listed evidence file in ``folder`` (where the snippet's process wrote them) as the result
+    records it: name, bytes, sha256. A ResultError names the snippet and the file where one is listed
+    but missing, is not a plain file, is larger than MAX_ARTIFACT_BYTES, is badly named, or where the
+    folder holds a file the snippet did not list."""
+    listed = data.get("artifacts")
+    if listed is None:
+        stray = sorted(p.name for p in Path(folder).iterdir()) if folder and Path(folder).is_dir() else []
+        if stray:
+            raise ResultError(f"{key}: wrote evidence files {', '.join(stray)} but measure() lists none under artifacts")
+        return []
+    check_artifact_list(listed, f"{key}: data.artifacts")
+    records = []
+    for a in listed:
+        name = a["name"]
+        check_artifact_name(name, key, key)
+        path = Path(folder) / name if folder else None
+        if path is None or path.is_symlink() or not path.is_file():
+            raise ResultError(f"{key}: the evidence file {name!r} is listed but was not written (in {folder})")
+        size = path.stat().st_size
+        if size > MAX_ARTIFACT_BYTES:
+            raise ResultError(
+                f"{key}: the evidence file {name!r} is {size:,} bytes, over the limit of {MAX_ARTIFACT_BYTES:,} "
+                "(2 MB): record fewer steps, or compress it"
+            )
+        if size == 0:
+            raise ResultError(f"{key}: the evidence file {name!r} is empty")
+        records.append({"name": name, "bytes": size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
+    unlisted = sorted({p.name for p in Path(folder).iterdir()} - {a["name"] for a in listed})
+    if unlisted:
+        raise ResultError(f"{key}: wrote evidence files {', '.join(unlisted)} that data.artifacts does not list")
+    return records
+
+
+def check_artifact_records(doc: dict, where: str) -> None:
+    """A result's ``artifacts``: one record per file its data lists, in that order, each sized and hashed."""
+    listed = doc["data"].get("artifacts")
+    records = doc.get("artifacts")
+    if listed is None and records is None:
+        return
+    if listed is None or not isinstance(records, list):
+        raise ResultError(f"{where}: artifacts and data.artifacts go together (the files and what they are)")
+    if [r.get("name") if isinstance(r, dict) else r for r in records] != [a["name"] for a in listed]:
+        raise ResultError(f"{where}: artifacts must record exactly the files data.artifacts lists, in its order")
+    for i, r in enumerate(records):
+        if set(r) != {"name", "bytes", "sha256"}:
+            raise ResultError(f"{where}: artifacts[{i}] is {{name, bytes, sha256}}")
+        check_artifact_name(r["name"], doc["key"], f"{where}: artifacts[{i}]")
+        if not isinstance(r["bytes"], int) or isinstance(r["bytes"], bool) or not 0 < r["bytes"] <= MAX_ARTIFACT_BYTES:
+            raise ResultError(f"{where}: artifacts[{i}].bytes is {r['bytes']!r}, not 1..{MAX_ARTIFACT_BYTES}")
+        if not isinstance(r["sha256"], str) or not re.fullmatch(r"[0-9a-f]{64}", r["sha256"]):
+            raise ResultError(f"{where}: artifacts[{i}].sha256 is not a SHA-256 in hex")
+
+
+def evidence_dir(result: Path) -> Path:
+    """Where a result's evidence files are stored: beside it, ``<set>/<module>/<name>/``."""
+    return Path(result).with_suffix("")
 
 
 RACE_FIELDS = ("name", "peer", "ours", "theirs", "bar", "chapter")
@@ -283,6 +395,7 @@ def validate(doc, where: str = "result") -> None:
         raise ResultError(f"{where}: {exc}") from None
     if prov["repetitions"] != doc["data"]["repetitions"]:
         raise ResultError(f"{where}: provenance.repetitions differs from data.repetitions")
+    check_artifact_records(doc, where)
     # a CPU set is named as one, and a GPU set holds no CPU run: nobody mistakes one for the other
     if is_cpu_set(doc["hardware"]) and prov["gpu"] != CPU_GPU:
         raise ResultError(f"{where}: hardware {doc['hardware']!r} is a CPU set, but provenance.gpu is {prov['gpu']!r}")
@@ -349,6 +462,64 @@ def write_atomic(path: Path, doc: dict) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_with_evidence(path: Path, doc: dict, source: Path | None) -> None:
+    """``write_atomic`` for a result with evidence files (or one whose older result had some): the
+    files listed in ``doc["artifacts"]`` are copied from ``source`` (the snippet process's folder)
+    into a new folder, checked against their records, and swapped in for the older folder
+    (``evidence_dir``) just before the result is written; where anything fails, the older result
+    and its files stay as they were."""
+    validate(doc, str(path))
+    path = Path(path)
+    final = evidence_dir(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{final.name}.new.", suffix=".tmp"))
+    old = None
+    try:
+        for r in doc.get("artifacts", []):
+            copy = new / r["name"]
+            shutil.copyfile(Path(source) / r["name"], copy)
+            if copy.stat().st_size != r["bytes"] or hashlib.sha256(copy.read_bytes()).hexdigest() != r["sha256"]:
+                raise ResultError(f"{path}: the evidence file {r['name']!r} changed after it was measured")
+            os.chmod(copy, 0o644)
+        os.chmod(new, 0o755)
+        if final.exists() or final.is_symlink():
+            old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{final.name}.old.", suffix=".tmp"))
+            os.replace(final, old / final.name)
+        if doc.get("artifacts"):
+            os.replace(new, final)
+        try:
+            write_atomic(path, doc)
+        except BaseException:
+            if final.exists():
+                shutil.rmtree(final)
+            if old is not None:
+                os.replace(old / final.name, final)
+            raise
+    finally:
+        for leftover in (new, old):
+            if leftover is not None and leftover.exists():
+                shutil.rmtree(leftover)
+
+
+def restore_interrupted_evidence(folder: Path) -> list[str]:
+    """After a job died inside ``write_with_evidence``: an older evidence folder moved aside and not
+    replaced goes back; every other temporary folder of it goes. Returns what it did, in words."""
+    said = []
+    for tmp in sorted(Path(folder).rglob(".*.tmp")):
+        if not tmp.is_dir() or tmp.is_symlink():
+            continue
+        parts = tmp.name[1:].split(".")
+        if len(parts) >= 3 and parts[-3] == "old":
+            name = ".".join(parts[:-3])
+            kept, final = tmp / name, tmp.parent / name
+            if kept.is_dir() and not final.exists():
+                os.replace(kept, final)
+                said.append(f"restored {final}, moved aside by an interrupted write")
+        shutil.rmtree(tmp)
+        said.append(f"removed {tmp}, left behind by an interrupted write")
+    return said
 
 
 SET_FILE = "set.json"  # a set's descriptor: build_results/<set>/set.json
