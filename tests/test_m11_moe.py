@@ -98,6 +98,63 @@ def test_grouped_mm_autotuned_path_agrees_with_torch(gg):
     assert gg.grouped_mm_kernel.best_config is not None
 
 
+# ---------------------------------------------------------------- the same through TMA (tensor descriptors)
+
+
+def small_tma(bm, bn, bk, programs_per_sm, w_3d):
+    import triton
+
+    meta = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 2, "PROGRAMS_PER_SM": programs_per_sm}
+    return triton.Config(meta | {"W_3D": w_3d, "WARP_SPECIALIZE": False}, num_warps=4, num_stages=1)
+
+
+def weights(groups, k, n, k_major):
+    """[G, K, N] weights, N-major (contiguous) or K-major (a contiguous [G, N, K] seen transposed)."""
+    if k_major:
+        return torch.randn(groups, n, k, device=DEV).to(DTYPE).transpose(1, 2)
+    return torch.randn(groups, k, n, device=DEV).to(DTYPE)
+
+
+@pytest.mark.parametrize("counts", [COUNTS[0], COUNTS[3]], ids=lambda c: "-".join(map(str, c)))
+@pytest.mark.parametrize("k_major", [False, True], ids=["n-major", "k-major"])
+@pytest.mark.parametrize("w_3d", [True, False], ids=["w3d", "w2d"])
+def test_grouped_mm_tma_matches_a_loop_of_mm(gg, counts, k_major, w_3d):
+    """The TMA kernel in the interpreter, both weight layouts and both weight descriptors: K = 40, a
+    multiple of 8 (TMA's alignment) but not of BLOCK_K = 16, N = 56 not of BLOCK_N = 32; empty groups,
+    partial last tiles, 2 programs looping over tiles and groups. x is the first K columns of wider
+    rows whose other columns hold 1000s: the descriptor must read zeros past K, or they would leak in
+    (and the stacked 2-D weights' tiles reach into the next group's rows, which only zeros cancel).
+    Three rows past the last group stay NaN."""
+    K, N = 40, 56
+    rows = sum(counts)
+    wide = torch.full((rows + 3, K + 8), 1000.0, device=DEV, dtype=DTYPE)
+    x = wide[:, :K]
+    x.copy_(torch.randn(rows + 3, K, device=DEV))
+    w = weights(len(counts), K, N, k_major)
+    offs = torch.tensor(counts, device=DEV).cumsum(0).to(torch.int32)
+    out = torch.full((rows + 3, N), float("nan"), device=DEV, dtype=DTYPE)
+    gg.grouped_mm_tma(x, w, offs, config=small_tma(32, 32, 16, 1, w_3d), out=out)
+    rtol, atol = tolerance(DTYPE, K)
+    torch.testing.assert_close(out[:rows].float(), grouped_reference(x, w, counts)[:rows], rtol=rtol, atol=atol)
+    assert out[rows:].isnan().all(), "the kernel wrote rows past the last group"
+
+
+def test_grouped_mm_tma_autotuned_path_agrees_with_torch(gg):
+    """The launch a caller makes (autotuned; on the CPU its one candidate) against torch._grouped_mm,
+    K-major weights; and a clear error for weights with neither dimension contiguous."""
+    counts = [3, 0, 70, 21]
+    x = torch.randn(sum(counts), 48, device=DEV).to(DTYPE)
+    w = weights(len(counts), 48, 56, k_major=True)
+    offs = torch.tensor(counts, device=DEV).cumsum(0).to(torch.int32)
+    ours = gg.grouped_mm_tma(x, w, offs)
+    rtol, atol = tolerance(DTYPE, 48)
+    torch.testing.assert_close(ours.float(), torch._grouped_mm(x, w, offs).float(), rtol=2 * rtol, atol=2 * atol)
+    assert gg.grouped_mm_tma_kernel.best_config is not None
+    every_other_column = weights(len(counts), 48, 112, k_major=False)[:, :, ::2]  # strides (K 2N, 2N, 2)
+    with pytest.raises(ValueError, match="neither N nor K contiguous"):
+        gg.grouped_mm_tma(x, every_other_column, offs)
+
+
 # ---------------------------------------------------------------- routing, permutation, routes
 
 

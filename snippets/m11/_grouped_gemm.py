@@ -153,6 +153,160 @@ def grouped_mm(x_sorted, w, offs, config: triton.Config | None = None, out=None)
 # --8<-- [end:launch]
 
 
+# --8<-- [start:tma_configs]
+# The same product with its tiles brought in by TMA (grouped_mm_tma below). Each candidate also says how
+# the weights are described (W_3D: one 3-D descriptor [G, K, N], or the groups stacked as 2-D rows) and
+# whether the K loop is split into a loading warp group and computing ones (WARP_SPECIALIZE; on Hopper,
+# Triton 3.6 specializes at num_warps=4 only).
+def tma_config(bm, bn, bk, stages, warps, programs_per_sm, w_3d=True, ws=False):
+    meta = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "PROGRAMS_PER_SM": programs_per_sm}
+    return triton.Config(meta | {"W_3D": w_3d, "WARP_SPECIALIZE": ws}, num_stages=stages, num_warps=warps)
+
+
+# What the autotuner chooses among. Shared memory per program: (BLOCK_M + BLOCK_N) x BLOCK_K x stages x 2
+# bytes (an H200 SM has 228 KiB): 64 x 128 at 4 stages and 128 x 128 at 3 leave room for two programs.
+TMA_CONFIGS = [
+    tma_config(128, 256, 64, 3, 8, 1),
+    tma_config(128, 256, 64, 4, 8, 1),
+    tma_config(128, 128, 64, 4, 8, 1),
+    tma_config(128, 128, 64, 3, 8, 2),
+    tma_config(128, 128, 64, 3, 4, 2),
+    tma_config(64, 256, 64, 4, 4, 1),
+    tma_config(64, 128, 64, 4, 4, 2),
+    tma_config(64, 128, 64, 4, 4, 1),
+]
+# More candidates to try one by one, not tuned over: warp specialization and the 2-D weight descriptor.
+TMA_TRIALS = [
+    tma_config(128, 256, 64, 3, 4, 1, ws=True),
+    tma_config(128, 128, 64, 4, 4, 1, ws=True),
+    tma_config(128, 256, 64, 3, 8, 1, w_3d=False),
+    tma_config(64, 128, 64, 4, 4, 2, w_3d=False),
+]
+TMA_TUNED = TMA_CONFIGS if torch.cuda.is_available() else [tma_config(32, 32, 16, 1, 4, 1)]
+# --8<-- [end:tma_configs]
+
+
+# --8<-- [start:tma_kernel]
+@triton.autotune(configs=TMA_TUNED, key=["M", "N", "K", "W_K_MAJOR"], do_bench=AUTOTUNE_BENCH)
+@triton.jit(do_not_specialize=["G"])
+def grouped_mm_tma_kernel(
+    x_ptr, w_ptr, out_ptr, offs_ptr, M, N, K, G, stride_xm, stride_wg, stride_w_outer, stride_om, stride_on,
+    W_K_MAJOR: tl.constexpr,  # w[g] stored [N, K] (K contiguous) rather than [K, N]
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    PROGRAMS_PER_SM: tl.constexpr, W_3D: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+):  # fmt: skip
+    # x as one [M, K] matrix: a tile is BLOCK_M rows from anywhere, its rows past the group's end belong
+    # to the next group (read, never stored) or lie past M (read as zeros), its columns past K read as zeros.
+    x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[stride_xm, 1], block_shape=[BLOCK_M, BLOCK_K])
+    # w as stored, its contiguous dimension last (TMA wants it so). 3-D: a tile never leaves its group's
+    # matrix, columns or rows past K and N read as zeros. 2-D: the G matrices stacked, group g's from row
+    # g K (N-major) or g N (K-major), which needs stride_wg = K stride_w_outer or N stride_w_outer.
+    if W_K_MAJOR:
+        if W_3D:
+            w_desc = tl.make_tensor_descriptor(
+                w_ptr, shape=[G, N, K], strides=[stride_wg, stride_w_outer, 1], block_shape=[1, BLOCK_N, BLOCK_K]
+            )
+        else:
+            w_desc = tl.make_tensor_descriptor(
+                w_ptr, shape=[G * N, K], strides=[stride_w_outer, 1], block_shape=[BLOCK_N, BLOCK_K]
+            )
+    else:
+        if W_3D:
+            w_desc = tl.make_tensor_descriptor(
+                w_ptr, shape=[G, K, N], strides=[stride_wg, stride_w_outer, 1], block_shape=[1, BLOCK_K, BLOCK_N]
+            )
+        else:
+            w_desc = tl.make_tensor_descriptor(
+                w_ptr, shape=[G * K, N], strides=[stride_w_outer, 1], block_shape=[BLOCK_K, BLOCK_N]
+            )
+    num_pid_n = (N + BLOCK_N - 1) // BLOCK_N
+    tile = tl.program_id(0)  # this program's next tile, numbered over all groups (as in grouped_mm_kernel)
+    first_tile = 0
+    start = 0
+    for g in range(0, G):
+        end = tl.load(offs_ptr + g)
+        rows = end - start
+        num_pid_m = (rows + BLOCK_M - 1) // BLOCK_M
+        while tile < first_tile + num_pid_m * num_pid_n:
+            t = tile - first_tile
+            first_m = (t // (GROUP_M * num_pid_n)) * GROUP_M
+            band_m = min(num_pid_m - first_m, GROUP_M)
+            pid_m = first_m + (t % (GROUP_M * num_pid_n)) % band_m
+            pid_n = (t % (GROUP_M * num_pid_n)) // band_m
+            row0 = start + pid_m * BLOCK_M  # the tile's first row of x and of out
+            col0 = pid_n * BLOCK_N
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            # No masks: what lies past K reads as zeros in x, so it adds nothing whatever w holds there
+            # (in the 2-D N-major view, the next group's first rows: finite weights times zeros).
+            for k in tl.range(0, K, BLOCK_K, warp_specialize=WARP_SPECIALIZE):
+                a = x_desc.load([row0, k])
+                if W_K_MAJOR:
+                    if W_3D:
+                        b = w_desc.load([g, col0, k]).reshape(BLOCK_N, BLOCK_K)
+                    else:
+                        b = w_desc.load([g * N + col0, k])
+                    acc = tl.dot(a, b.T, acc)  # the [N, K] tile read transposed: wgmma takes it from shared memory
+                else:
+                    if W_3D:
+                        b = w_desc.load([g, k, col0]).reshape(BLOCK_K, BLOCK_N)
+                    else:
+                        b = w_desc.load([g * K + k, col0])
+                    acc = tl.dot(a, b, acc)
+            # A pointer store, masked: a TMA store of a partial tile would write the next group's rows.
+            local_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+            cols = col0 + tl.arange(0, BLOCK_N)
+            out_ptrs = out_ptr + (start + local_m)[:, None].to(tl.int64) * stride_om + cols[None, :] * stride_on
+            tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=(local_m[:, None] < rows) & (cols[None, :] < N))
+            tile += tl.num_programs(0)
+        first_tile += num_pid_m * num_pid_n
+        start = end
+
+
+# --8<-- [end:tma_kernel]
+
+
+# --8<-- [start:tma_launch]
+def grouped_mm_tma(x_sorted, w, offs, config: triton.Config | None = None, out=None):
+    """grouped_mm through TMA: the same arguments and result. x_sorted's rows and w's contiguous
+    dimension (N or K: either layout) must have unit stride, the other strides and the base addresses
+    16-byte aligned (TMA's rule), e.g. K and N multiples of 8 in 16-bit types; else ValueError.
+    A config with W_3D=False also needs each group's matrix right after the previous one's and, with
+    N-major weights, finite weights: a K tile's rows past K are the next group's first rows, multiplied
+    by the zeros x reads past K (an inf or NaN there would still reach the output)."""
+    (M, K), (G, _, N) = x_sorted.shape, w.shape
+    out = torch.empty(M, N, device=x_sorted.device, dtype=x_sorted.dtype) if out is None else out
+    if w.stride(2) == 1:
+        k_major, outer = False, w.stride(1)
+    elif w.stride(1) == 1:
+        k_major, outer = True, w.stride(2)
+    else:
+        raise ValueError(f"grouped_mm_tma: w of strides {w.stride()} has neither N nor K contiguous")
+    size = x_sorted.element_size()
+    aligned = [x_sorted.data_ptr(), w.data_ptr(), x_sorted.stride(0) * size, w.stride(0) * size, outer * size]
+    if x_sorted.stride(1) != 1 or any(a % 16 for a in aligned):
+        raise ValueError(
+            f"grouped_mm_tma: TMA needs unit inner strides and 16-byte aligned bases and strides; got x strides "
+            f"{x_sorted.stride()}, w strides {w.stride()} ({size}-byte elements)"
+        )
+    if config is not None and not config.kwargs["W_3D"] and w.stride(0) != outer * (N if k_major else K):
+        raise ValueError(f"grouped_mm_tma: W_3D=False needs w's groups back to back; w strides {w.stride()}")
+    # the descriptors made on the device live in a scratch buffer that Triton asks this allocator for
+    triton.set_allocator(lambda size, alignment, stream: torch.empty(size, device=x_sorted.device, dtype=torch.int8))
+
+    def grid(meta):
+        bound = (triton.cdiv(M, meta["BLOCK_M"]) + G) * triton.cdiv(N, meta["BLOCK_N"])
+        return (min(meta["PROGRAMS_PER_SM"] * NUM_SMS, bound),)
+
+    args = (x_sorted, w, out, offs, M, N, K, G, x_sorted.stride(0), w.stride(0), outer, *out.stride())
+    if config is None:
+        grouped_mm_tma_kernel[grid](*args, W_K_MAJOR=k_major)
+    else:
+        grouped_mm_tma_kernel.fn[grid](*args, W_K_MAJOR=k_major, **config.all_kwargs())
+    return out
+
+
+# --8<-- [end:tma_launch]
+
 if __name__ == "__main__":
     # Five groups, two of them empty, against a loop of torch.mm over the groups.
     counts = [70, 0, 3, 0, 150]
