@@ -14,6 +14,9 @@ syntax tree, never imported: the job stays torch-free), 1 where it has none, or 
 every snippet. Process 1's data is the result's ``data``, the others' its ``runs``. A result is
 written only when every process succeeded and its data validates, through a temporary file and a
 rename, so a snippet that raises, hangs or returns garbage leaves the stored result untouched.
+Each process gets a fresh folder for evidence files in COURSE_EVIDENCE_DIR (coursekit/evidence.py);
+process 1's, as its data lists them (each checked: written, plainly named, at most 2 MB, nothing
+unlisted), go beside the result with their sizes and SHA-256 (``store.write_with_evidence``).
 Where one process's timing (the median of any summary in its data) lies more than 10x above or
 below the median over three or more processes (a stall of the machine, ``disagreement``), all the
 snippet's processes run again, once; the result is the second attempt, and its provenance says why

@@ -19,6 +19,9 @@ Placeholders (one syntax family, ``{{ ... }}``; the kinds are the registry ``KIN
                                                     result m03/derived exists, function derived() of
                                                     snippets/m03/figures.py, called like a figure
     {{ provenance m02/host_overhead }}              an expander: hardware, versions, date, downloads
+    {{ evidence m02/evidence }}                     under a figure: the files behind it (a profiler trace,
+                                                    a memory snapshot, compile logs, Triton IR) as download
+                                                    links with size, what each shows and the tool that opens it
     {{ cited 4.8 TB/s | NVIDIA H200 datasheet }}    a number from a named source, not measured here
     {{ hardware-sets }}                             a table of every hardware folder in build_results/
     {{ assert m02/a:x.y < m02/b:z }}                a claim the prose makes about two measurements;

@@ -2,7 +2,10 @@
 
 - ``downloads/<module>/<snippet>.py``: each measured snippet as one file that runs alone, the
   course's helpers it uses inlined (coursekit/deps.py: ``standalone``);
-- ``downloads/data/<hardware>/<module>/<snippet>.json``: each stored result, as stored.
+- ``downloads/data/<hardware>/<module>/<snippet>.json``: each stored result, as stored;
+- ``downloads/data/<hardware>/<module>/<snippet>/<file>``: the evidence files a result records
+  (a profiler trace, a memory snapshot, compile logs, Triton IR: coursekit/evidence.py), copied
+  from the store and only when changed.
 
 They are served as files rather than embedded in pages, so a page carries only links. The
 Markdown extension (coursekit/mdext.py) writes the links. Nothing is written to docs/.
@@ -160,6 +163,14 @@ class CoursePlugin(BasePlugin):
             for result in sorted((store.RESULTS_DIR / hw).rglob("*.json")):
                 rel = Path(result).relative_to(store.RESULTS_DIR).as_posix()
                 files.append(File.generated(config, f"{DOWNLOADS}/data/{rel}", content=result.read_bytes()))
+                # a result's evidence files (coursekit/evidence.py), beside it in the store and on the site;
+                # copied from their place (abs_src_path), so `mkdocs serve` copies only what changed
+                folder = store.evidence_dir(result)
+                if not folder.is_dir():
+                    continue
+                for record in store.load(result).get("artifacts", []):
+                    served = f"{DOWNLOADS}/data/{rel.removesuffix('.json')}/{record['name']}"
+                    files.append(File.generated(config, served, abs_src_path=str(folder / record["name"])))
         return files
 
     def on_post_build(self, config):

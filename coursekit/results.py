@@ -219,6 +219,8 @@ def check_artifact_name(name, key: str | None, where: str) -> None:
             f"{where}: the evidence file name {name!r} is not a plain file name "
             "(lower-case letters, digits, '.', '_' and '-', no folder, at most 120 characters)"
         )
+    if name.endswith(".json"):  # every .json under build_results/ is a result; a trace is gzipped
+        raise ResultError(f"{where}: the evidence file {name!r} ends in .json, as results do: gzip it (.json.gz)")
     if key is not None and not name.startswith(artifact_prefix(key)):
         raise ResultError(f"{where}: the evidence file {name!r} must be named {artifact_prefix(key)}... (its snippet)")
 

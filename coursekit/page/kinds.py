@@ -9,7 +9,7 @@ Every kind is ``handler(ctx, rest, placeholder) -> str``: ``ctx`` is the page on
 
 from __future__ import annotations
 
-from coursekit.page import chapter, claims, figures, tables, values
+from coursekit.page import chapter, claims, evidence, figures, tables, values
 
 KINDS = {
     "figure": figures.figure,
@@ -21,4 +21,5 @@ KINDS = {
     "scoreboard": tables.scoreboard,
     "reading-time": tables.reading_time,
     "chapter-box": chapter.chapter_box,
+    "evidence": evidence.evidence,
 }
