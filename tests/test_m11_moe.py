@@ -105,7 +105,7 @@ def small_tma(bm, bn, bk, programs_per_sm, w_3d):
     import triton
 
     meta = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 2, "PROGRAMS_PER_SM": programs_per_sm}
-    return triton.Config(meta | {"W_3D": w_3d, "WARP_SPECIALIZE": False}, num_warps=4, num_stages=1)
+    return triton.Config(meta | {"W_3D": w_3d}, num_warps=4, num_stages=1)
 
 
 def weights(groups, k, n, k_major):

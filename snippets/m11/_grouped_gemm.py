@@ -155,12 +155,11 @@ def grouped_mm(x_sorted, w, offs, config: triton.Config | None = None, out=None)
 
 # --8<-- [start:tma_configs]
 # The same product with its tiles brought in by TMA (grouped_mm_tma below). Each candidate also says how
-# the weights are described (W_3D: one 3-D descriptor [G, K, N], or the groups stacked as 2-D rows) and
-# whether the K loop is split into a loading warp group and computing ones (WARP_SPECIALIZE; on Hopper,
-# Triton 3.6 specializes at num_warps=4 only).
-def tma_config(bm, bn, bk, stages, warps, programs_per_sm, w_3d=True, ws=False):
+# the weights are described (W_3D: one 3-D descriptor [G, K, N], or the groups stacked as 2-D rows). No
+# warp specialization: Triton's pass takes no loop nested in a while loop (the tiles of a group here).
+def tma_config(bm, bn, bk, stages, warps, programs_per_sm, w_3d=True):
     meta = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "PROGRAMS_PER_SM": programs_per_sm}
-    return triton.Config(meta | {"W_3D": w_3d, "WARP_SPECIALIZE": ws}, num_stages=stages, num_warps=warps)
+    return triton.Config(meta | {"W_3D": w_3d}, num_stages=stages, num_warps=warps)
 
 
 # What the autotuner chooses among. Shared memory per program: (BLOCK_M + BLOCK_N) x BLOCK_K x stages x 2
@@ -175,12 +174,12 @@ TMA_CONFIGS = [
     tma_config(64, 128, 64, 4, 4, 2),
     tma_config(64, 128, 64, 4, 4, 1),
 ]
-# More candidates to try one by one, not tuned over: warp specialization and the 2-D weight descriptor.
+# More candidates to try one by one, not tuned over: the 2-D weight descriptor, 128-deep K steps.
 TMA_TRIALS = [
-    tma_config(128, 256, 64, 3, 4, 1, ws=True),
-    tma_config(128, 128, 64, 4, 4, 1, ws=True),
     tma_config(128, 256, 64, 3, 8, 1, w_3d=False),
     tma_config(64, 128, 64, 4, 4, 2, w_3d=False),
+    tma_config(128, 128, 128, 3, 8, 1),
+    tma_config(64, 128, 128, 4, 4, 1),
 ]
 TMA_TUNED = TMA_CONFIGS if torch.cuda.is_available() else [tma_config(32, 32, 16, 1, 4, 1)]
 # --8<-- [end:tma_configs]
@@ -193,7 +192,7 @@ def grouped_mm_tma_kernel(
     x_ptr, w_ptr, out_ptr, offs_ptr, M, N, K, G, stride_xm, stride_wg, stride_w_outer, stride_om, stride_on,
     W_K_MAJOR: tl.constexpr,  # w[g] stored [N, K] (K contiguous) rather than [K, N]
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    PROGRAMS_PER_SM: tl.constexpr, W_3D: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+    PROGRAMS_PER_SM: tl.constexpr, W_3D: tl.constexpr,
 ):  # fmt: skip
     # x as one [M, K] matrix: a tile is BLOCK_M rows from anywhere, its rows past the group's end belong
     # to the next group (read, never stored) or lie past M (read as zeros), its columns past K read as zeros.
@@ -238,7 +237,7 @@ def grouped_mm_tma_kernel(
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
             # No masks: what lies past K reads as zeros in x, so it adds nothing whatever w holds there
             # (in the 2-D N-major view, the next group's first rows: finite weights times zeros).
-            for k in tl.range(0, K, BLOCK_K, warp_specialize=WARP_SPECIALIZE):
+            for k in range(0, K, BLOCK_K):
                 a = x_desc.load([row0, k])
                 if W_K_MAJOR:
                     if W_3D:
