@@ -97,6 +97,42 @@ def test_a_stored_result_refuses_records_that_do_not_match_its_listing():
         store.validate(d)
 
 
+def test_a_failed_write_keeps_the_older_result_and_its_files(tmp_path, monkeypatch):
+    listed = {"name": "mx-a-log.txt", "what": "compile log", "opens_with": "a text editor", "shows": "a log"}
+    target = store.result_path("mx/a", "cpu", tmp_path / "build_results")
+    source = tmp_path / "made"
+    source.mkdir()
+    (source / "mx-a-log.txt").write_text("new")
+    d = result_doc("mx/a")
+    d["data"]["artifacts"] = [listed]
+    d["artifacts"] = [{"name": "mx-a-log.txt", "bytes": 3, "sha256": hashlib.sha256(b"new").hexdigest()}]
+    store.write_atomic(target, result_doc("mx/a"))
+    before = target.read_bytes()
+    (store.evidence_dir(target)).mkdir()
+    (store.evidence_dir(target) / "mx-a-old.txt").write_text("older")
+
+    def disk_full(path, doc):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(store, "write_atomic", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        store.write_with_evidence(target, d, source)
+    assert target.read_bytes() == before
+    assert [p.name for p in store.evidence_dir(target).iterdir()] == ["mx-a-old.txt"]
+    assert not list(target.parent.glob(".*.tmp")), "a temporary folder was left behind"
+    monkeypatch.undo()
+    store.write_with_evidence(target, d, source)
+    assert [p.name for p in store.evidence_dir(target).iterdir()] == ["mx-a-log.txt"]
+    # a job killed between moving the older folder aside and putting the new one in its place
+    aside = target.parent / ".a.old.x1.tmp"
+    (aside / "a").mkdir(parents=True)
+    (aside / "a" / "mx-a-log.txt").write_text("new")
+    store.evidence_dir(target).rename(tmp_path / "gone")
+    said = store.restore_interrupted_evidence(tmp_path / "build_results")
+    assert any("restored" in line for line in said) and (store.evidence_dir(target) / "mx-a-log.txt").exists()
+    assert not aside.exists()
+
+
 # ---------------------------------------------------------------- every stored evidence file
 
 
