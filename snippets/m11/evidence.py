@@ -146,8 +146,8 @@ if __name__ == "__main__":
         s = r["profiled_call_us"][name]
         line = f"  {name:>15}: one profiled call {s['median']:9.0f} us (host)"
         if "kernels" in r:
-            k = r["kernels"][name]
-            line += f", {k['kernels_per_call']['median']:4.0f} kernels, {k['kernel_us_per_call']['median']:7.0f} us in them"
+            count, busy = (r["kernels"][name][f]["median"] for f in ("kernels_per_call", "kernel_us_per_call"))
+            line += f", {count:4.0f} kernels, {busy:7.0f} us in them"
         print(line)
     for a in r["artifacts"]:
         print(f"  {a['name']}: {a['what']}, open it in {a['opens_with']}")
