@@ -154,7 +154,7 @@ def opens(path: Path, what: str, key: str) -> None:
     elif what == "memory snapshot":
         body = gzip.decompress(raw) if path.name.endswith(".gz") else raw
         assert body[:1] == b"\x80", f"{path}: not a pickle (memory_viz reads torch.cuda.memory._dump_snapshot's)"
-    elif what == "compile log" and path.name.endswith((".tar.gz", ".tgz")):
+    elif path.name.endswith((".tar.gz", ".tgz")):  # a TORCH_TRACE folder for tlparse, or IR files
         with tarfile.open(path) as tar:
             assert tar.getmembers(), f"{path}: an empty archive"
     elif path.name.endswith(".gz"):
