@@ -107,7 +107,9 @@ def measure(small: bool = False) -> dict:
 
 if __name__ == "__main__":
     r = measure(small=not torch.cuda.is_available())
-    print(f"torch.profiler trace of the small training step (hidden {r['hidden']}, batch {r['batch']}) on {device_name()}")
+    print(
+        f"torch.profiler trace of the small training step (hidden {r['hidden']}, batch {r['batch']}) on {device_name()}"
+    )
     for name, s in r["profiled_step_us"].items():
         print(f"  {name:<14} {r['repetitions']} profiled steps, median {s['median']:.0f} us (profiler included)")
     for a in r["artifacts"]:

@@ -72,7 +72,9 @@ def compile_logs(small: bool) -> tuple[Path, Path, float]:
         with tarfile.open(archive, "w:gz") as tar:
             tar.add(folder, arcname=folder.name)
     text = artifact(KEY, "torch_logs.txt")
-    text.write_text(f"# {KEY}: what TORCH_LOGS={TORCH_LOGS} printed (stderr of the compile)\n{short_paths(child.stderr)}")
+    text.write_text(
+        f"# {KEY}: what TORCH_LOGS={TORCH_LOGS} printed (stderr of the compile)\n{short_paths(child.stderr)}"
+    )
     return archive, text, seconds
 
 
@@ -113,7 +115,6 @@ def measure(small: bool = False) -> dict:
             },
         ],
     }
-
 
 
 if __name__ == "__main__":
