@@ -16,6 +16,7 @@ import time
 import torch
 from _topk import plan, topk  # the course's kernel (_topk.py)
 from race import SMALL, VOCAB, K, graphed
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function
 
 # --8<-- [end:imports]
@@ -72,22 +73,25 @@ def profiled_calls(calls: dict, dev: str, steps: int):
 # --8<-- [end:trace]
 
 
-def kernels_under(event) -> list:
-    """The device kernels (and copies) launched inside a profiler event, its children's included."""
-    found = list(event.kernels)
-    for child in event.cpu_children:
-        found += kernels_under(child)
-    return found
-
-
 def per_label(prof, names) -> dict:
-    """For each label: the kernels one call launched and their summed device microseconds."""
+    """For each label: the device kernels (and copies) that ran inside one call, their number and
+    summed microseconds. Found by time: a call ends with the device synchronized, so its kernels
+    start after its label opens and end before it closes (graph replays and Triton launches too)."""
+    events = prof.events()
+    kernels = [e for e in events if e.device_type == DeviceType.CUDA and not e.is_user_annotation]
+    kernels = [k for k in kernels if k.name not in names]  # the labels' own rows on the GPU's timeline
     out = {}
     for name in names:
-        calls = [kernels_under(e) for e in prof.events() if e.name == name]
+        calls = [
+            [k for k in kernels if e.time_range.start <= k.time_range.start and k.time_range.end <= e.time_range.end]
+            for e in events
+            if e.name == name and e.device_type == DeviceType.CPU
+        ]
         out[name] = {
-            "kernels_per_call": summarize([len(k) for k in calls], "kernels"),
-            "kernel_us_per_call": summarize([sum(k.duration for k in ks) for ks in calls], "us", clock="device"),
+            "kernels_per_call": summarize([len(ks) for ks in calls], "kernels"),
+            "kernel_us_per_call": summarize(
+                [sum(k.time_range.elapsed_us() for k in ks) for ks in calls], "us", clock="device"
+            ),
         }
     return out
 
