@@ -62,15 +62,15 @@ def profiled_calls(calls: dict, dev: str, steps: int):
 
 def per_label(prof, names) -> dict:
     """For each label: the device kernels (and copies) that ran inside one call, their number and
-    summed microseconds. Found by time: a call ends with the device synchronized, so its kernels
-    start after its label opens and end before it closes (graph replays and Triton launches too)."""
+    summed microseconds. Found by time: a call ends with the device synchronized, so a kernel that
+    starts while its label is open is its own (graph replays and Triton launches too)."""
     events = prof.events()
     kernels = [e for e in events if e.device_type == DeviceType.CUDA and not e.is_user_annotation]
     kernels = [k for k in kernels if k.name not in names]  # the labels' own rows on the GPU's timeline
     out = {}
     for name in names:
         calls = [
-            [k for k in kernels if e.time_range.start <= k.time_range.start and k.time_range.end <= e.time_range.end]
+            [k for k in kernels if e.time_range.start <= k.time_range.start < e.time_range.end]
             for e in events
             if e.name == name and e.device_type == DeviceType.CPU
         ]
