@@ -99,8 +99,8 @@ def measure(small: bool = False) -> dict:
                     f"TORCH_TRACE's log of bump_all compiled for {TENSORS} tensors, called again, then with tensors of "
                     "a new size: in tlparse's index, "
                     "two compiles of one frame, 0/0 and 0/1; each has Dynamo's graph (dynamo_output_graph), "
-                    "its guards (dynamo_cpp_guards_str) and Inductor's code, and 0/1 gives the failed guard "
-                    "that caused it"
+                    "its guards (dynamo_cpp_guards_str) and Inductor's code (inductor_output_code), and 0/1 "
+                    "names the failed guard that caused it (recompile_reasons)"
                 ),
             },
             {
