@@ -68,7 +68,7 @@ def test_plan_splits_long_rows_and_ends_in_one_program(m, monkeypatch):
     levels = m.plan(1, 262144, 50)
     assert len(levels) == 2 and levels[0]["chunk"] == 8192  # 32 programs a row, then one
     assert levels[-1]["chunk"] == 32 * levels[0]["slots"]
-    assert m.plan(256, 262144, 50)[0]["chunk"] == 4096  # many rows: smaller programs
+    assert m.plan(256, 262144, 1)[0]["chunk"] == 4096  # many rows and 16 groups: smaller programs
     assert len(m.plan(1, 262144, 1024)) == 3  # k = 1,024: a middle launch
     with pytest.raises(ValueError):
         m.plan(1, 1000, 50, chunk=100)
@@ -237,3 +237,22 @@ def test_special_rows_pass_every_check_on_the_gpu(hardware, sp):
             failed = [check for check, ok in item[when].items() if not ok]
             assert not failed, f"{hardware}: {name}, {when}: {failed} failed"
     assert data["all_checks_pass"]
+
+
+def test_plan_gives_whole_groups_per_thread_at_k_50(m, monkeypatch):
+    """At k = 50 (128 groups) the first launch takes 8,192-element chunks with 4 warps at every batch
+    (each thread holds whole groups), and the last launch a warp per 512 elements."""
+    monkeypatch.setattr(m, "NUM_SMS", 132)  # the H200's: the plan the GPU build runs
+    for batch in (1, 64, 256):
+        first, last = m.plan(batch, 262144, 50)
+        assert (first["chunk"], first["groups"], first["warps"]) == (8192, 128, 4), (batch, first)
+        assert (last["chunk"], last["warps"]) == (4096, 8), (batch, last)
+    assert m.plan(1, 262144, 1024)[0]["warps"] == 16  # 2,048 groups: a group spans threads
+
+
+def test_topk_can_stop_after_its_first_launch(m):
+    """launches=1 makes only the launch that reads the logits (timed alone in race.py)."""
+    x = rows(1, 4096)
+    values, indices = m.topk(x, 5, launches=1)
+    assert values.shape == (1, 5) and indices.shape == (1, 5)
+    check(m, x, 5)
