@@ -16,7 +16,7 @@ import re
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from coursekit.plotting import BLUE, BROWN, GREEN, ORANGE, RED, REFERENCE, RERUN, WHISKERS, legend, margin
+from coursekit.plotting import BLUE, BROWN, GREEN, ORANGE, PURPLE, RED, REFERENCE, RERUN, WHISKERS, legend, margin
 
 # torch-free: figures run at site-build time without torch
 from coursekit.stats import difference_spread, error_bars, paired, ratio_spread
@@ -28,6 +28,7 @@ COLORS = {
     "torch_topk": ORANGE,
     "torch_sort": BROWN,
     "copy": GREEN,
+    "flashinfer": PURPLE,
     "floor": "grey",
     "bar": RED,
 }
@@ -35,6 +36,7 @@ NAMES = {
     "ours": "the course's Triton top-k",
     "torch_topk": "torch.topk",
     "torch_sort": "torch.sort (descending)",
+    "flashinfer": "FlashInfer's top_k (sorted)",
     "copy": "a copy of the logits (read and write)",
     "floor": "read floor: logits bytes at the copy peak",
 }
@@ -354,9 +356,12 @@ def decode_shares(results) -> go.Figure:
 
 
 def _time_traces(fig, points: list[dict], x: list, floors: list[dict], row=None, col=None, legend=True):
-    """ours, torch.topk, torch.sort and the copy at the points, with the read floor."""
+    """ours, torch.topk, torch.sort, FlashInfer (where raced at every point) and the copy at the
+    points, with the read floor."""
     kw = {"row": row, "col": col} if row else {}
-    for v in ("ours", "torch_topk", "torch_sort", "copy"):
+    for v in ("ours", "torch_topk", "torch_sort", "flashinfer", "copy"):
+        if not all(v in p["time_us"] for p in points):
+            continue  # FlashInfer: not raced in this set (see data["flashinfer"]["note"])
         s = [p["time_us"][v] for p in points]
         fig.add_trace(
             go.Scatter(
