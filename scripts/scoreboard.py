@@ -4,7 +4,10 @@
     python scripts/scoreboard.py --json          # the same rows as a JSON list
     python scripts/scoreboard.py --hardware cpu --results-dir .cache/cpu-results
 
-Exits 0 whether or not every bar is met: a missed bar is a row with "meets": false, never hidden.
+Each row's verdict is "meets" (the ratio's 10th percentile reaches the target), "misses" (its 90th
+percentile falls short of it) or "within noise" (the target lies inside the spread, or the race's
+median falls on different sides of it in two GPU runs): coursekit/scoreboard.py.
+Exits 0 whatever the verdicts: a missed target is a row with "verdict": "misses", never hidden.
 Exits 1 only when a stored race is malformed (the message names the file and field).
 """
 
@@ -18,7 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from coursekit import results as store  # noqa: E402
 from coursekit import scoreboard  # noqa: E402
 
-PUBLIC_KEYS = ("name", "peer", "ours", "theirs", "unit", "ratio", "bar", "meets", "hardware", "chapter")
+PUBLIC_KEYS = (
+    "name", "peer", "ours", "theirs", "unit", "ratio", "ratio_p10", "ratio_p90", "bar", "verdict",
+    "hardware", "chapter",
+)  # fmt: skip
 
 
 def main() -> int:
@@ -39,11 +45,19 @@ def main() -> int:
         print(f"no races stored for {args.hardware} in {args.results_dir}")
         return 0
     for r in rows:
-        verdict = "meets" if r["meets"] else "MISSES"
+        verdict = r["verdict"].upper() if r["verdict"] == scoreboard.MISSES else r["verdict"]
+        if r["flipped"]:
+            verdict += ", runs disagree"
         print(
             f"{r['name']:<44} vs {r['peer']:<28} {r['ours']:10.2f} / {r['theirs']:10.2f} {r['unit']:<4}"
-            f" ratio {r['ratio']:5.2f} (bar {r['bar']:.2f}: {verdict})  {r['chapter']}"
+            f" ratio {r['ratio']:5.2f} (p10-p90 {r['ratio_p10']:.2f}-{r['ratio_p90']:.2f};"
+            f" target {r['bar']:.2f}: {verdict})  {r['chapter']}"
         )
+    counts = {v: sum(r["verdict"] == v for r in rows) for v in scoreboard.VERDICTS}
+    print(
+        f"{len(rows)} races on {args.hardware}: {counts[scoreboard.MEETS]} meet their target,"
+        f" {counts[scoreboard.NOISE]} within noise, {counts[scoreboard.MISSES]} miss it."
+    )
     return 0
 
 

@@ -142,6 +142,7 @@ def _race_row(ctx: PageContext, r: dict) -> str:
     digits = ",.1f" if r["theirs"] < 10_000 else ",.0f"
     spread = "per-round ratios, same rounds" if r["paired"] else "ratio of medians; spread from both ends"
     p10 = markup.measured_span(ctx, format(r["ratio_p10"], ".2f"), doc, [f"10th percentile of the ratio: {spread}"])
+    p90 = markup.measured_span(ctx, format(r["ratio_p90"], ".2f"), doc, [f"90th percentile of the ratio: {spread}"])
     unit = markup.UNIT_TEXT.get(r["unit"], f" {html.escape(r['unit'])}")
     chapter = r["chapter"].removesuffix(".md")
     cells = [
@@ -149,20 +150,32 @@ def _race_row(ctx: PageContext, r: dict) -> str:
         html.escape(r["peer"]),
         f"{num(r['ours'], digits)}{unit}",
         f"{num(r['theirs'], digits)}{unit}",
-        f"{num(r['ratio'], '.2f')} <small>(p10 {p10})</small>",
+        f"{num(r['ratio'], '.2f')} <small>(p10 {p10}, p90 {p90})</small>",
         f'<span class="constant">{r["bar"]:.2f}</span>',
-        "meets" if r["meets"] else "<strong>misses</strong>",
+        _verdict_cell(r),
         f'<a href="{prefix}{html.escape(chapter)}/">{html.escape(chapter.split("/")[-1])}</a>',
         f'<a href="{markup.snippet_link(ctx, r["key"])}">{html.escape(r["key"])}.py</a>',
         f'<a href="{markup.data_link(ctx, doc)}">json</a>',
     ]
-    return f'<tr class="{"meets" if r["meets"] else "misses"}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+    css = r["verdict"].replace(" ", "-")
+    return f'<tr class="{css}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+def _verdict_cell(r: dict) -> str:
+    """The row's verdict (coursekit/scoreboard.py): a miss in bold; a race whose median falls on
+    different sides of the target in two GPU runs says so in its hover."""
+    if r["verdict"] == races.MISSES:
+        return f"<strong>{races.MISSES}</strong>"
+    if r["flipped"]:
+        hover = "the two GPU runs' medians fall on different sides of the course's target"
+        return f'<span title="{html.escape(hover)}">{html.escape(r["verdict"])}</span>'
+    return html.escape(r["verdict"])
 
 
 def scoreboard(ctx: PageContext, rest: str, placeholder: str) -> str:
     """``{{ scoreboard }}``: every race stored for this hardware (coursekit/scoreboard.py), one row
     each: what the course wrote, its peer, both times, the ratio and its spread, the target and
-    whether it is met, with links to the chapter, the snippet and the raw data."""
+    the verdict (meets, within noise, misses), with links to the chapter, the snippet and the raw data."""
     if rest.strip():
         ctx.fail(placeholder, "the scoreboard takes no arguments: {{ scoreboard }}")
     try:
@@ -171,11 +184,11 @@ def scoreboard(ctx: PageContext, rest: str, placeholder: str) -> str:
         ctx.broken(placeholder, exc)
     if not rows:
         ctx.fail(placeholder, f"no result of {ctx.hardware!r} stores a race (data.races)")
-    met = sum(r["meets"] for r in rows)
+    count = {v: sum(r["verdict"] == v for r in rows) for v in races.VERDICTS}
     head = "".join(f"<th>{h}</th>" for h in SCOREBOARD_HEAD)
     return ctx.page.stash(
         f'<p class="scoreboard-summary">{len(rows)} races on {html.escape(ctx.hardware)}: '
-        f"{met} meet their target, {len(rows) - met} miss it.</p>"
+        f"{count[races.MEETS]} meet their target, {count[races.NOISE]} within noise, {count[races.MISSES]} miss it.</p>"
         '<div class="md-typeset__scrollwrap"><div class="md-typeset__table"><table class="scoreboard"><thead><tr>'
         + head
         + "</tr></thead><tbody>"
