@@ -275,11 +275,11 @@ def plan(batch: int, n_cols: int, k: int, chunk: int | None = None, last_max: in
     """The launches for a [batch, n_cols] input and this k: each one's chunk, groups, slots and warps.
     The first cuts each row into chunks of 8,192 elements while chunks of 4,096 would give fewer than
     4 programs per SM, or whenever there are 128 groups (33 <= k <= 64), else 4,096; at least 4 x slots;
-    or chunk, if given. Chunks of 4,096, and of 8,192 in 128 groups, get 4 warps: each thread then
-    holds whole groups, and their maxima need no shared memory (on the H200 at k = 50 this beat 16
-    warps at every batch timed, by 1.1x at batch 1 and 2.2x at batch 256 for the first launch alone);
-    other chunks 16. Each next launch reads the survivors as its row, until one program can hold a
-    whole row (last_max elements): that one is last, with a warp per 512 elements (4 to 16)."""
+    or chunk, if given. Chunks of 4,096, and of 8,192 in 128 groups, get 4 warps (with 128 groups each
+    thread then holds whole groups, and their maxima need no shared memory); other chunks 16 (race.py
+    times the chunks the plan does not pick). Each next launch reads the survivors as its row, until
+    one program can hold a whole row (last_max elements): that one is last, with a warp per 512
+    elements (4 to 16)."""
     kp = triton.next_power_of_2(k)
     groups = max(16, 2 * kp)  # >= 2k groups: about 1.25k survivors per chunk on random data
     slots = groups  # room in each chunk's output
@@ -294,7 +294,7 @@ def plan(batch: int, n_cols: int, k: int, chunk: int | None = None, last_max: in
     levels, n = [], n_cols
     while max(groups, triton.next_power_of_2(n)) > (last_max if levels else chunk):
         size = last_max if levels else chunk
-        whole_groups = size <= 4096 or (size == 8192 and groups == 128)  # each thread holds whole groups
+        whole_groups = size <= 4096 or (size == 8192 and groups == 128)  # with 128 groups: whole ones per thread
         levels.append({"chunk": size, "groups": groups, "slots": slots, "warps": 4 if whole_groups else 16})
         n = triton.cdiv(n, size) * slots
     size = max(groups, triton.next_power_of_2(n))

@@ -117,8 +117,12 @@ def race(batch: int, vocab: int, k: int, dtype: str, dev: str, rounds: int, chun
         variants["ours_first_launch"] = graphed(lambda: topk(logits, k, launches=1))
     for chunk in chunks:  # the first launch's chunk forced: what the plan's choice is worth
         variants[f"ours_chunk_{chunk}"] = graphed(lambda chunk=chunk: topk(logits, k, chunk=chunk))
+    checks = {}
     if peer is not None:
         variants["flashinfer"] = graphed(lambda: peer(logits, k))
+        fi_values, fi_indices = peer(logits, k)  # its answer at this shape, checked like ours
+        checks["flashinfer_values_match"] = bool(torch.equal(fi_values, ref_values))
+        checks["flashinfer_indices_point_at_values"] = bool(torch.equal(logits.gather(1, fi_indices), fi_values))
     times = gpu_us_each(variants, rounds=rounds, rep_ms=20)
     return {
         "dtype": dtype,
@@ -131,6 +135,7 @@ def race(batch: int, vocab: int, k: int, dtype: str, dev: str, rounds: int, chun
         "plan": plan(batch, vocab, k),
         "values_match": bool(torch.equal(values, ref_values)),
         "indices_point_at_values": bool(torch.equal(logits.gather(1, indices), values)),
+        **checks,
         "time_us": times,
         "speedup": {  # per round: the peer's time over ours
             "vs_torch_topk": paired(times["torch_topk"], times["ours"]),
@@ -163,7 +168,8 @@ def measure(small: bool = False) -> dict:
     ]
 
     def row(p, peer, theirs):  # a row of the scoreboard (coursekit/scoreboard.py)
-        name = f"Triton top-k, fp32, V = {vocab:,}, k = {K}, batch {p['batch']}"
+        dtype = {"float32": "fp32", "bfloat16": "bf16"}[p["dtype"]]
+        name = f"Triton top-k, {dtype}, V = {p['vocab']:,}, k = {p['k']}, batch {p['batch']}"
         return {
             "name": name,
             "peer": peer,
@@ -174,6 +180,7 @@ def measure(small: bool = False) -> dict:
         }
 
     races = [row(p, "torch.topk", p["time_us"]["torch_topk"]) for p in main]
+    races += [row(p, "torch.topk", p["time_us"]["torch_topk"]) for p in extra if p["k"] != K]  # k = 1 and 1,024
     races += [  # FlashInfer where it ran: its top_k, sorted like ours
         row(p, f"FlashInfer {flashinfer_version()} top_k (sorted=True)", p["time_us"]["flashinfer"])
         for p in main
@@ -193,6 +200,13 @@ def measure(small: bool = False) -> dict:
         "points": main,
         "secondary": extra,
         "all_values_match": all(p["values_match"] and p["indices_point_at_values"] for p in everything),
+        "flashinfer_all_values_match": all(
+            p["flashinfer_values_match"] and p["flashinfer_indices_point_at_values"]
+            for p in everything
+            if "flashinfer_values_match" in p
+        )
+        if peer is not None
+        else None,
         "faster_than_torch_topk_at_every_batch": all(p["speedup"]["vs_torch_topk"]["median"] > 1 for p in main),
         "flashinfer": {
             "raced": peer is not None,
