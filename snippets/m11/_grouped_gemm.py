@@ -155,8 +155,9 @@ def grouped_mm(x_sorted, w, offs, config: triton.Config | None = None, out=None)
 
 # --8<-- [start:tma_configs]
 # The same product with its tiles brought in by TMA (grouped_mm_tma below). Each candidate also says how
-# the weights are described (W_3D: one 3-D descriptor [G, K, N], or the groups stacked as 2-D rows). No
-# warp specialization: Triton's pass takes no loop nested in a while loop (the tiles of a group here).
+# the weights are described (W_3D: one 3-D descriptor [G, K, N], the one measured; or the groups stacked as
+# 2-D rows, tested on the CPU only). Not warp-specialized: Triton 3.6's tl.range documents its warp
+# specialization for Blackwell GPUs and simple matmul loops only.
 def tma_config(bm, bn, bk, stages, warps, programs_per_sm, w_3d=True):
     meta = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "PROGRAMS_PER_SM": programs_per_sm}
     return triton.Config(meta | {"W_3D": w_3d}, num_stages=stages, num_warps=warps)
@@ -173,13 +174,6 @@ TMA_CONFIGS = [
     tma_config(64, 256, 64, 4, 4, 1),
     tma_config(64, 128, 64, 4, 4, 2),
     tma_config(64, 128, 64, 4, 4, 1),
-]
-# More candidates to try one by one, not tuned over: the 2-D weight descriptor, 128-deep K steps.
-TMA_TRIALS = [
-    tma_config(128, 256, 64, 3, 8, 1, w_3d=False),
-    tma_config(64, 128, 64, 4, 4, 2, w_3d=False),
-    tma_config(128, 128, 128, 3, 8, 1),
-    tma_config(64, 128, 128, 4, 4, 1),
 ]
 TMA_TUNED = TMA_CONFIGS if torch.cuda.is_available() else [tma_config(32, 32, 16, 1, 4, 1)]
 # --8<-- [end:tma_configs]
