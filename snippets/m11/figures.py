@@ -33,7 +33,7 @@ ROUTE_LABELS = {
     "loop": "loop over experts (host sync)",
     "padded_bmm": "padded bmm at capacity factor 1.25",
     "grouped_torch": "sort-permute + torch._grouped_mm",
-    "triton_grouped": "sort-permute + the course's Triton grouped GEMM",
+    "triton_grouped": "sort-permute + the course's Triton grouped GEMM (pointer loads)",
 }
 WAY_LABELS = {"grouped_torch": "torch._grouped_mm", "triton_grouped": "the Triton kernel"}
 COLORS = {
@@ -226,7 +226,8 @@ def tma_facts(results) -> dict:
     over the random-router points (the races): how many meet the target on the median (``met``, as the
     Scoreboard decides) and on the 10th percentile (``met_p10``, the page's test for claims), of how many, the
     lowest and highest median of the layer's ratio, and of any one GEMM's; the tiles the autotuner chose (as
-    text, and how many distinct) and the largest difference from an fp32 loop over the experts."""
+    text, and how many distinct), the largest difference from an fp32 loop over the experts and from
+    torch._grouped_mm (``max_diff_vs_torch``)."""
     data = results("m11/grouped_gemm")
     target = data["races"][0]["bar"]
     out = {"target": target}
@@ -251,6 +252,8 @@ def tma_facts(results) -> dict:
         "configs": "; ".join(chosen),
         "configs_count": len(chosen),
         "max_diff_vs_fp32": max(g["max_abs_diff_tma_vs_fp32"] for p in data["points"] for g in p["gemms"]),
+        # against torch._grouped_mm on the same inputs, every point and GEMM (0: identical outputs)
+        "max_diff_vs_torch": max(g["max_abs_diff_tma_vs_torch"] for p in data["points"] for g in p["gemms"]),
     }
     return out
 
@@ -389,7 +392,8 @@ def runs(results) -> dict:
     unpermute (timed alone) and their share of it (paired by round); and the router and the sort
     at 4,096 tokens (m11/routing). ``both``: ranges over the two runs (medians): the pointer kernel (the
     grouped GEMM's first step) against torch._grouped_mm at its best per GEMM at the four random-router
-    points, and the permute and unpermute's share of the grouped route at either token count."""
+    points, the torch._grouped_mm route over the loop at 4,096 Qwen-like tokens (``grouped_4096``), and the
+    permute and unpermute's share of the grouped route at either token count."""
     out = {}
     for run, hardware in RUNS.items():
         routes = results("m11/routes", hardware=hardware)
@@ -420,7 +424,10 @@ def runs(results) -> dict:
         out[run] = entry
     triton = [r["ratio"]["median"] for e in out.values() for r in e["triton"].values()]
     shares = [e[k]["permute_unpermute_share"]["median"] for e in out.values() for k in e if k.startswith("qwen3_")]
+    grouped_4096 = [e["layer"]["torch_4096"]["ratio"]["median"] for e in out.values()]
     out["both"] = {
+        "grouped_4096_lowest": min(grouped_4096),  # the torch._grouped_mm route over the loop, 4,096 tokens
+        "grouped_4096_highest": max(grouped_4096),
         "triton_lowest": min(triton),
         "triton_highest": max(triton),
         "share_lowest": min(shares),
@@ -634,8 +641,9 @@ def race(results) -> go.Figure:
     """The course's grouped GEMM against torch._grouped_mm (torch's time over ours, round by round), torch
     with each weight in its faster layout at that point (``peer_layout_per_gemm``, named in the hover): the
     pointer kernel on both GEMMs (the first step, grey), then the TMA kernel (the course's kernel in the race)
-    on each GEMM and on both together (the Scoreboard's race), for every point measured; the dashed line is
-    the course's target, the thin one parity. The y axis fits the data (a CPU set's ratios are far below 1)."""
+    on each GEMM and on both together (the Scoreboard's race), for every point measured, as medians with
+    10th-90th percentile whiskers; the dashed line is the course's target, the thin one parity. The y axis
+    fits the data (a CPU set's ratios are far below 1)."""
     data = results("m11/grouped_gemm")
     points = data["points"]
     labels = [
@@ -650,16 +658,18 @@ def race(results) -> go.Figure:
         ("TMA: both GEMMs (the race)", ORANGE, lambda p: p["layer_tma_vs_torch_best"]),
     )
     drawn = []
-    for name, color, pick in series:
+    for i, (name, color, pick) in enumerate(series):
         s = [pick(p) for p in points]
         mids = [x["median"] for x in s]
         drawn += [x["p10"] for x in s] + [x["p90"] for x in s]
-        fig.add_trace(
-            go.Bar(
+        fig.add_trace(  # a dot per median, whiskers 10th to 90th percentile: no bar length to read a gain from
+            go.Scatter(
                 x=labels,
                 y=mids,
                 name=name,
-                marker_color=color,
+                mode="markers",
+                marker={"color": color, "size": 10, "symbol": ("square", "circle", "diamond", "star")[i]},
+                offsetgroup=str(i),
                 error_y=error_bars([x["p10"] for x in s], mids, [x["p90"] for x in s]),
                 customdata=[[layout] for layout in layouts],
                 hovertemplate="%{x} tokens: ours at %{y:.3f} of torch._grouped_mm's speed "
@@ -667,27 +677,23 @@ def race(results) -> go.Figure:
             )
         )
     target = data["races"][0]["bar"]
-    fig.add_trace(
-        go.Scatter(
-            x=labels,
-            y=[target] * len(labels),
-            mode="lines",
-            name=f"the course's target: {target:g} of torch._grouped_mm's speed",
-            line={"color": "black", "dash": "dash"},
-            hoverinfo="skip",
-        )
+    fig.add_hline(  # across the whole plot, outer points included
+        y=target,
+        line_color="black",
+        line_dash="dash",
+        annotation_text=f"the course's target, {target:g}",
+        annotation_position="bottom left",
     )
     fig.add_hline(y=1.0, line_color="black", opacity=0.3, annotation_text="parity", annotation_position="top left")
     low = min(drawn)
-    bottom = 0.0 if low < 0.5 else min(0.75, math.floor(low * 20) / 20)  # a GPU's ratios: from 0.75 or below
+    bottom = 0.0 if low < 0.5 else math.floor(low * 20) / 20  # dots, not bars: the axis fits the data
     fig.update_yaxes(range=[bottom, max(1.1, max(drawn) * 1.03)], title_text="our speed over torch._grouped_mm's")
     fig.update_xaxes(tickangle=-30, title_text="shape and tokens (router)")
     fig.update_layout(
-        barmode="group",
+        scattermode="group",
         height=500,
         margin=margin(),
         legend=legend(-0.3, whiskers=True),
-        bargap=0.2,
     )
     return fig
 
@@ -762,7 +768,7 @@ DECODE_WAYS = {  # what the decode figure draws, in this order: (label, colour, 
     "loop": ("loop over experts (host sync, eager)", ORANGE, "solid"),
     "torch_eager": ("torch._grouped_mm, eager", BLUE, "dot"),
     "torch_graph": ("torch._grouped_mm, one CUDA graph", BLUE, "solid"),
-    "triton_graph": ("the Triton kernel, one CUDA graph", GREEN, "solid"),
+    "triton_graph": ("the Triton kernel (pointer loads), one CUDA graph", GREEN, "solid"),
 }
 FLOOR_LABEL = "the floor: the weights read once at the copy rate"
 
@@ -861,4 +867,90 @@ def decode_runs(results) -> dict:
                 graphs.setdefault(_key(p["shape"], p["tokens"]), []).append(p["graph_speedup"]["torch"]["median"])
     out = {k: {"lowest": min(v), "highest": max(v)} for k, v in medians.items()}
     out["graph_speedup"] = {k: {"lowest": min(v), "highest": max(v)} for k, v in graphs.items()}
+    return out
+
+
+def _tile(c: dict) -> tuple:
+    """A config's tile, stages, warps and programs per SM: what the two kernels' candidate lists share."""
+    return tuple(c[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps", "PROGRAMS_PER_SM"))
+
+
+def tma_runs(results) -> dict:
+    """The TMA kernel's race from both forced runs (``RUNS``, read by name). Per run (``first``,
+    ``second``), over the random-router points: how many meet the target on the median (``met``) and on
+    the 10th percentile (``met_p10``), of how many; the layer's lowest and highest median and any one
+    GEMM's; the Qwen-like 16,384-token layer (``qwen3_16384``, the summary); the TMA kernel over the
+    pointer kernel, whole layer, round by round (``over_pointer_lowest``/``_highest``, medians); the
+    autotuner's single timings at the pointer kernel's chosen config, pointer time over TMA time, per GEMM
+    tuned (``same_tile_lowest``/``_highest``); how many GEMMs the TMA kernel ran with a config the pointer
+    kernel's list lacks (``outside``, of ``gemms``); its chosen configs (text). ``both``: the layer's
+    lowest and highest median over the runs (also of ``same_tile`` and ``over_pointer``), and at how many
+    GEMMs the TMA kernel's config differs between the runs (``config_changed``). ``layouts``: torch._grouped_mm's slower layout's time over its faster
+    one, minus one, round by round (medians), over both runs: at the Qwen-like shape (``qwen3_lowest``,
+    ``qwen3_highest``; w13 faster N-major, w2 K-major, the page asserts which), at the Mixtral-like shape
+    for w13 and for w2 at 16,384 tokens (``mixtral_within``: the largest), and w2 at 4,096 tokens
+    (``mixtral_w2_4096_lowest``/``_highest``)."""
+    out, chosen = {}, {}
+    margins = {"qwen3": [], "mixtral_within": [], "mixtral_w2_4096": []}
+    for run, hardware in RUNS.items():
+        data = results("m11/grouped_gemm", hardware=hardware)
+        target = data["races"][0]["bar"]
+        pointer_list = {_tile(c) for c in data["candidates"]}
+        races = [p for p in data["points"] if p["router"] == "random"]
+        layer = [p["layer_tma_vs_torch_best"] for p in races]
+        gemms = [_gemm_peer_ratio(p, g, "tma")["median"] for p in races for g in ("w13", "w2")]
+        same_tile, outside = [], 0
+        for p in races:
+            for g in p["gemms"]:
+                chosen.setdefault(run, {})[(p["shape"], p["tokens"], g["gemm"])] = _tile(g["tma_config"])
+                outside += _tile(g["tma_config"]) not in pointer_list
+                pointer = {_tile(c): c["autotune_ms"] for c in g.get("autotune") or []}
+                tma = {_tile(c): c["autotune_ms"] for c in g.get("tma_autotune") or []}
+                tile = _tile(g["triton_config"])
+                if tile in pointer and tile in tma:
+                    same_tile.append(pointer[tile] / tma[tile])
+                ratio = paired(g["torch"]["time_us"], g["torch_kmajor"]["time_us"], lambda a, b: a / b)
+                slower_over_faster = max(ratio["median"], 1 / ratio["median"]) - 1
+                if p["shape"] == "qwen3":
+                    margins["qwen3"].append(slower_over_faster)
+                elif g["gemm"] == "w2" and p["tokens"] == 4096:
+                    margins["mixtral_w2_4096"].append(slower_over_faster)
+                else:
+                    margins["mixtral_within"].append(slower_over_faster)
+        qwen = next(p for p in races if p["shape"] == "qwen3" and p["tokens"] == 16384)
+        out[run] = {
+            "met": sum(r["median"] >= target for r in layer),
+            "met_p10": sum(r["p10"] >= target for r in layer),
+            "of": len(layer),
+            "lowest": min(r["median"] for r in layer),
+            "highest": max(r["median"] for r in layer),
+            "gemm_lowest": min(gemms),
+            "gemm_highest": max(gemms),
+            "qwen3_16384": qwen["layer_tma_vs_torch_best"],
+            "over_pointer_lowest": min(p["layer_tma_vs_triton"]["median"] for p in races),
+            "over_pointer_highest": max(p["layer_tma_vs_triton"]["median"] for p in races),
+            "same_tile_lowest": min(same_tile),
+            "same_tile_highest": max(same_tile),
+            "same_tile_of": len(same_tile),
+            "outside": outside,
+            "gemms": 2 * len(races),
+            "configs": "; ".join(sorted({_config_text(g["tma_config"]) for p in races for g in p["gemms"]})),
+        }
+    first, second = chosen["first"], chosen["second"]
+    out["both"] = {
+        "lowest": min(out[r]["lowest"] for r in RUNS),
+        "highest": max(out[r]["highest"] for r in RUNS),
+        "config_changed": sum(first[k] != second.get(k) for k in first),
+        "same_tile_lowest": min(out[r]["same_tile_lowest"] for r in RUNS),
+        "same_tile_highest": max(out[r]["same_tile_highest"] for r in RUNS),
+        "over_pointer_lowest": min(out[r]["over_pointer_lowest"] for r in RUNS),
+        "over_pointer_highest": max(out[r]["over_pointer_highest"] for r in RUNS),
+    }
+    out["layouts"] = {
+        "qwen3_lowest": min(margins["qwen3"]),
+        "qwen3_highest": max(margins["qwen3"]),
+        "mixtral_within": max(margins["mixtral_within"]),
+        "mixtral_w2_4096_lowest": min(margins["mixtral_w2_4096"]),
+        "mixtral_w2_4096_highest": max(margins["mixtral_w2_4096"]),
+    }
     return out
