@@ -117,8 +117,10 @@ def derived(results) -> dict:
     bytes at the copy peak), half the copy timed in the same rounds and how far it lies above the floor, ours over
     each, ours as a rate on the logits' bytes and in elements per microsecond, and the first launch's programs (rows
     times chunks per row). ``plan``: the launches the kernel's plan chose at batch 1 and 256. ``chunk.<batch>``:
-    what forcing the first launch's chunk changed (paired by round). ``checks``: how many race points returned
-    torch.topk's values. ``topk``: torch.topk's device operations and its time per operation at batch 1, and its
+    what forcing the first launch's chunk changed (paired by round). ``speedup_range``: ours over torch.topk on
+    the main grid, lowest and highest, and at which batch. ``batch1``: at batch 1, the first launch alone minus
+    the copy (the fixed cost of a replayed kernel) and what the last launch adds. ``checks``: how many race
+    points returned torch.topk's values, and at how many of FlashInfer's points its answer differed. ``topk``: torch.topk's device operations and its time per operation at batch 1, and its
     time at batch 256 over five reads of the logits at the copy peak. ``decode.<batch>``: the LM head's rate on its
     weights, the rest of sampling besides top-k on each side (paired by round) and what ours saves per step."""
     race = results("m12/race")
@@ -158,13 +160,29 @@ def derived(results) -> dict:
         }
     k1, k50 = (_race_point(race, 1, "float32", MAIN["vocab"], k)["time_us"]["ours"] for k in (1, MAIN["k"]))
     out["k_dependent_us_batch1"] = difference_spread(k50, k1)  # ours at k = 50 minus k = 1, timed apart
-    ratios = [p["speedup"]["vs_torch_topk"]["median"] for p in race["points"]]
-    out["speedup_range"] = {"lo": min(ratios), "hi": max(ratios)}  # ours over torch.topk, batch 1 to 256
+    ratios = {p["batch"]: p["speedup"]["vs_torch_topk"]["median"] for p in race["points"]}
+    lo, hi = min(ratios, key=ratios.get), max(ratios, key=ratios.get)
+    out["speedup_range"] = {  # ours over torch.topk, batch 1 to 256, and the batches of the extremes
+        "lo": ratios[lo],
+        "hi": ratios[hi],
+        "lo_batch": lo,
+        "hi_batch": hi,
+    }
+    t1 = _race_point(race, 1, **MAIN)["time_us"]
+    out["batch1"] = {  # the two launches at batch 1 (paired by round)
+        "first_launch_minus_copy_us": paired(t1["ours_first_launch"], t1["copy"], lambda a, b: a - b, "us"),
+        "last_launch_us": paired(t1["ours"], t1["ours_first_launch"], lambda a, b: a - b, "us"),
+    }
     every = race["points"] + race["secondary"]
-    out["checks"] = {  # ours against torch.topk at every point: the values equal, the indices point at them
+    raced = [p for p in every if "flashinfer_values_match" in p]
+    out["checks"] = {  # ours (and FlashInfer where raced) against torch.topk at every point
         "points": len(every),
         "values_match": sum(p["values_match"] for p in every),
         "indices_point_at_values": sum(p["indices_point_at_values"] for p in every),
+        "flashinfer_points": len(raced),
+        "flashinfer_differ": sum(
+            not (p["flashinfer_values_match"] and p["flashinfer_indices_point_at_values"]) for p in raced
+        ),
     }
     k1024 = _race_point(race, 1, "float32", MAIN["vocab"], 1024)["plan"]
     out["plan"]["k1024"] = {"groups": k1024[0]["groups"], "launches": len(k1024)}
@@ -491,12 +509,14 @@ def speedups(results) -> go.Figure:
 
 
 def chunks(results) -> go.Figure:
-    """The first launch's chunk forced to 4,096, 8,192 and 16,384 elements at batch 1, 64 and 256:
-    one point per chunk (median, whiskers), grouped by batch on a log axis, and a ring around the
+    """The first launch's chunk forced to 4,096, 8,192 and 16,384 elements at batch 1, 64 and 256
+    (the warps follow the chunk, so the two change together): one point per chunk (median, whiskers), grouped by batch on a log axis, and a ring around the
     chunk the plan picks, a trace of its own so that the legend names it."""
     race = results("m12/race")
     fig = go.Figure()
     shades = {4096: BLUE, 8192: ORANGE, 16384: GREEN}
+    # warps by the plan's rule (_topk.plan) for 128 groups (k = 50): 4 up to 8,192 elements, else 16
+    labels = {4096: "4,096 elements, 4 warps", 8192: "8,192, 4 warps", 16384: "16,384, 16 warps"}
     picked_x, picked_y = [], []
     for size in (4096, 8192, 16384):
         xs, s = [], []
@@ -514,9 +534,9 @@ def chunks(results) -> go.Figure:
                 error_y=error_bars([t["p10"] for t in s], [t["median"] for t in s], [t["p90"] for t in s]),
                 mode="markers",
                 marker={"size": 10, "color": shades[size]},
-                name=f"first chunk {size:,} elements",
+                name=labels[size],
                 offsetgroup=str(size),
-                hovertemplate="%{x}, chunk " + f"{size:,}" + ": %{y:.1f} µs<extra></extra>",
+                hovertemplate="%{x}, first chunk " + labels[size] + ": %{y:.1f} µs<extra></extra>",
             )
         )
     for (x, size), y in zip(picked_x, picked_y):

@@ -64,8 +64,8 @@ def graphed(fn):
 
 def flashinfer_top_k():
     """FlashInfer's top-k as a function (logits, k) -> (values, indices), largest first like ours and
-    torch.topk (sorted=True: its radix kernel, then a sort of the k), tried once on a small row against
-    torch.topk; or None and the reason it is not raced."""
+    torch.topk (sorted=True: by shape a one-launch radix select or FilteredTopK, then torch.sort of
+    the k), tried once on a small row against torch.topk; or None and the reason it is not raced."""
     try:
         import flashinfer
 
