@@ -5,9 +5,16 @@ then called with tensors of a new size (a guard fails and Dynamo recompiles).
 torch reads TORCH_TRACE (a folder for its structured compile log, which tlparse turns into pages)
 and TORCH_LOGS once, when its logging starts at `import torch`. So the compile runs in a child
 Python process started with both variables set: this same file, run with --compile-once. The
-folder is packed into a .tar.gz; what TORCH_LOGS printed is kept as text beside it."""
+folder is packed into a .tar.gz; what TORCH_LOGS printed is kept as text beside it.
+
+Beside the logs, in this process: a torch.profiler trace of the calls the guard-cost figure times
+for the same ten tensors (sweep_variants of guards.py: eager, the captured graph alone, the guard
+check alone, and the compiled call, guards and all), a few calls of each under a label of its name,
+gzipped, to open in ui.perfetto.dev."""
 
 # --8<-- [start:imports]
+import gzip
+import json
 import os
 import subprocess
 import sys
@@ -17,7 +24,8 @@ import time
 from pathlib import Path
 
 import torch
-from guards import bump_all, own_copy, short_paths
+from guards import bump_all, own_copy, short_paths, sweep_variants
+from torch.profiler import ProfilerActivity, profile, record_function
 
 # --8<-- [end:imports]
 from coursekit.bench import device_name, summarize
@@ -81,15 +89,66 @@ def compile_logs(small: bool) -> tuple[Path, Path, float]:
 # --8<-- [end:child]
 
 
+# --8<-- [start:trace]
+def profiled_calls(dev: str, calls: int):
+    """torch.profiler over `calls` calls of each variant the guard-cost figure times for TENSORS tensors,
+    each call under a label of its variant's name (under torch.no_grad, as compiled). Returns the
+    profiler and each call's host microseconds per variant."""
+    variants, _ = sweep_variants(TENSORS, dev, inductor=False)
+    with torch.no_grad():
+        for fn in variants.values():  # warm-up, outside the trace
+            fn()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev == "cuda" else [])
+    host_us = {name: [] for name in variants}
+    with torch.no_grad(), profile(activities=activities) as prof:
+        prof.add_metadata("course_snippet", KEY)  # the trace names its snippet
+        for name, fn in variants.items():
+            for _ in range(calls):
+                start = time.perf_counter()
+                with record_function(name):
+                    fn()
+                host_us[name].append((time.perf_counter() - start) * 1e6)
+        if dev == "cuda":
+            torch.cuda.synchronize()
+    torch._dynamo.reset()
+    return prof, host_us
+
+
+# --8<-- [end:trace]
+
+
+def write_trace(prof, path) -> None:
+    """export_chrome_trace to a temporary file, then gzip it to `path`."""
+    fd, tmp = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(tmp)
+        with open(tmp, "rb") as src:
+            trace = src.read()
+    finally:
+        os.unlink(tmp)
+    json.loads(trace)  # the profiler wrote a complete JSON document
+    with gzip.open(path, "wb", compresslevel=9) as out:
+        out.write(trace)
+
+
 def measure(small: bool = False) -> dict:
     archive, text, seconds = compile_logs(small)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    calls = 10 if small else 20
+    prof, host_us = profiled_calls(dev, calls)
+    trace = artifact(KEY, "trace.json.gz")
+    write_trace(prof, trace)
     return {
         "repetitions": 1,
-        "device": "cuda" if torch.cuda.is_available() else "cpu",
+        "device": dev,
         "tensors": TENSORS,
         "torch_logs": TORCH_LOGS,
         # the child's whole run: starting Python, importing torch, two compiles, three calls
         "child_s": summarize([seconds], "s", clock="host"),
+        "profiled_calls": calls,
+        # host time of one profiled call per variant: the profiler's own cost included
+        "profiled_call_us": {name: summarize(v, "us", clock="host") for name, v in host_us.items()},
         "artifacts": [
             {
                 "name": archive.name,
@@ -111,6 +170,17 @@ def measure(small: bool = False) -> dict:
                     f"what TORCH_LOGS={TORCH_LOGS} prints for the same calls: the captured graph's code, the guard "
                     f"tree (one group of checks per tensor, {TENSORS} tensors) and the recompile with its reason, "
                     "a size that no longer matches"
+                ),
+            },
+            {
+                "name": trace.name,
+                "what": "profiler trace",
+                "opens_with": "ui.perfetto.dev or chrome://tracing",
+                "shows": (
+                    f"{calls} calls of each thing the guard-cost figure times for {TENSORS} tensors, each call under "
+                    "a label of its name: bump_all run eagerly, the captured graph alone, the guard check alone, "
+                    "and the compiled call (guards, Dynamo's cache lookup and the graph)"
+                    + (", with each call's kernel on the GPU's row" if dev == "cuda" else "")
                 ),
             },
         ],
