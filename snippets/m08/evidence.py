@@ -10,7 +10,10 @@ innermost stack frames and those outside torch's own files (the data says so).
 
 CPU stand-in: there is no CUDA snapshot on a CPU; the run (d=64, 16 tokens) is profiled instead with
 profile_memory=True, a gzipped Chrome trace whose memory events (allocations and frees of the CPU
-allocator, which caches nothing) open in ui.perfetto.dev. Timed: each training step, host clock."""
+allocator, which caches nothing) open in ui.perfetto.dev. On a GPU the run is also profiled that way,
+after the snapshot (with CUDA activity too): the phases' labels, each kernel and each cudaMalloc on the
+GPU's and the host's rows, and the CUDA caching allocator's allocations and frees as memory events.
+Timed: each training step, host clock."""
 
 # --8<-- [start:imports]
 import gzip
@@ -97,12 +100,15 @@ def cuda_snapshot(path, d: int, tokens: int) -> dict:
 # --8<-- [end:run]
 
 
-def cpu_trace(path, d: int, tokens: int) -> dict:
-    """CPU stand-in: the run under the profiler with profile_memory, a gzipped Chrome trace."""
-    torch.set_num_threads(1)  # ops this small only lose to an OpenMP pool's hand-offs
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+def profiled_run(path, dev: str, d: int, tokens: int) -> dict:
+    """The run under the profiler with profile_memory, a gzipped Chrome trace (the CPU's stand-in for
+    the snapshot; on a GPU, beside it, with the kernels and the CUDA runtime's calls too)."""
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev == "cuda" else [])
+    if dev == "cpu":
+        torch.set_num_threads(1)  # ops this small only lose to an OpenMP pool's hand-offs
+    with profile(activities=activities, profile_memory=True) as prof:
         prof.add_metadata("course_snippet", KEY)  # the trace names its snippet
-        step_us = training_run("cpu", d, tokens)
+        step_us = training_run(dev, d, tokens)
     fd, tmp = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     try:
@@ -123,6 +129,8 @@ def measure(small: bool = False) -> dict:
     if cuda:
         path = artifact(KEY, "memory_snapshot.pickle")
         run = cuda_snapshot(path, d, tokens)
+        trace = artifact(KEY, "trace.json.gz")
+        traced = profiled_run(trace, "cuda", d, tokens)  # after the snapshot: the history is off
         described = {
             "what": "memory snapshot",
             "opens_with": "pytorch.org/memory_viz",
@@ -131,13 +139,30 @@ def measure(small: bool = False) -> dict:
         }
     else:
         path = artifact(KEY, "memory_trace.json.gz")
-        run = cpu_trace(path, d, tokens)
+        run = profiled_run(path, "cpu", d, tokens)
         described = {
             "what": "profiler trace",
             "opens_with": "ui.perfetto.dev or chrome://tracing",
             "shows": "the training run on the CPU, each phase under a label of its name, with the CPU "
             "allocator's allocations and frees as memory events (no CUDA snapshot without a GPU)",
         }
+    extra, listed = {}, []
+    if cuda:
+        extra = {
+            "trace_memory_events": traced["events"],
+            # host time of each profiled training step (the profiler's own cost included)
+            "profiled_step_us": summarize(traced["step_us"], "us", clock="host"),
+        }
+        listed = [
+            {
+                "name": trace.name,
+                "what": "profiler trace",
+                "opens_with": "ui.perfetto.dev or chrome://tracing",
+                "shows": "the same training run again, each phase under a label of its name: the kernels on the "
+                "GPU's row, the cudaMalloc calls among the host's runtime calls, and the caching allocator's "
+                "allocations and frees as memory events",
+            }
+        ]
     return {
         "repetitions": len(run["step_us"]),
         "device": "cuda" if cuda else "cpu",
@@ -146,7 +171,8 @@ def measure(small: bool = False) -> dict:
         **{k: v for k, v in run.items() if k != "step_us"},
         # host time of each recorded training step: the recording's own cost included
         "recorded_step_us": summarize(run["step_us"], "us", clock="host"),
-        "artifacts": [{"name": path.name, **described}],
+        **extra,
+        "artifacts": [{"name": path.name, **described}] + listed,
     }
 
 
