@@ -8,9 +8,16 @@ its own graph); the reuse at 2; and each graph's guards. The README says what to
 TORCH_TRACE is read once, when torch sets up its logging at import, so the compiles run in a child
 Python process started with the variable set: this file run again with --child. On a GPU the
 backend is Inductor (bf16, d=1024, the generated kernels logged too); on a CPU it is aot_eager
-(d=64), as in sweep.py. Timed: each call in the child (host clock) and the child's whole run."""
+(d=64), as in sweep.py. Timed: each call in the child (host clock) and the child's whole run.
+
+Then, in this process, a torch.profiler trace of the same calls (batch sizes 8, 16, 1, 2 of a freshly
+compiled step), each call under a label of its batch size, gzipped, to open in ui.perfetto.dev: the
+calls that compile are long spans holding Dynamo's and the backend's phases, the reuse a short one.
+Inductor's caches are warm by then (the child's compiles filled them), so these spans are shorter
+than a cold compile's. Timed: each profiled call, host clock."""
 
 # --8<-- [start:imports]
+import gzip
 import io
 import json
 import os
@@ -24,6 +31,7 @@ from pathlib import Path
 import torch
 from sweep import MLP, compile_step
 from torch._dynamo.utils import counters
+from torch.profiler import ProfilerActivity, profile, record_function
 
 # --8<-- [end:imports]
 from coursekit.bench import device_name, summarize
@@ -49,11 +57,16 @@ or search it in a text editor for:
 
 
 # --8<-- [start:child]
+def setup(dev: str):
+    """The child's model and settings: (dtype, d, backend)."""
+    return (torch.bfloat16, 1024, "inductor") if dev == "cuda" else (torch.float32, 64, "aot_eager")
+
+
 def child(dev: str) -> None:
     """Runs in the child (TORCH_TRACE set): the compiled step at each size of ORDER; prints, as JSON,
     each call's host seconds and whether Dynamo compiled a graph for it."""
     cuda = dev == "cuda"
-    dtype, d, backend = (torch.bfloat16, 1024, "inductor") if cuda else (torch.float32, 64, "aot_eager")
+    dtype, d, backend = setup(dev)
     torch.manual_seed(0)
     step = compile_step(MLP(d).to(dev, dtype).eval(), backend)
     calls = []
@@ -86,6 +99,51 @@ def traced_run(dev: str, trace_dir: Path) -> dict:
 # --8<-- [end:child]
 
 
+# --8<-- [start:trace]
+def profiled_calls(dev: str):
+    """torch.profiler over the calls of ORDER on a freshly compiled step (Dynamo reset first), each
+    call under a label of its batch size. Returns the profiler and each call's batch, host
+    microseconds and whether Dynamo compiled a graph for it."""
+    dtype, d, backend = setup(dev)
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    step = compile_step(MLP(d).to(dev, dtype).eval(), backend)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev == "cuda" else [])
+    calls = []
+    with torch.no_grad(), profile(activities=activities) as prof:
+        prof.add_metadata("course_snippet", KEY)  # the trace names its snippet
+        for batch in ORDER:
+            x = torch.randn(batch, d, device=dev, dtype=dtype)
+            graphs = counters["stats"]["unique_graphs"]
+            start = time.perf_counter()
+            with record_function(f"batch {batch}"):
+                step(x)
+                if dev == "cuda":
+                    torch.cuda.synchronize()
+            calls.append({"batch": batch, "us": (time.perf_counter() - start) * 1e6,
+                          "compiled": counters["stats"]["unique_graphs"] > graphs})  # fmt: skip
+    torch._dynamo.reset()
+    return prof, calls
+
+
+# --8<-- [end:trace]
+
+
+def write_trace(prof, path) -> None:
+    """export_chrome_trace to a temporary file, then gzip it to `path`."""
+    fd, tmp = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(tmp)
+        with open(tmp, "rb") as src:
+            trace = src.read()
+    finally:
+        os.unlink(tmp)
+    json.loads(trace)  # the profiler wrote a complete JSON document
+    with gzip.open(path, "wb", compresslevel=9) as out:
+        out.write(trace)
+
+
 def readable(info: tarfile.TarInfo) -> tarfile.TarInfo:
     """A member as a reader unpacks it: readable by all, owned by nobody in particular."""
     info.mode, info.uid, info.gid, info.uname, info.gname = 0o644, 0, 0, "", ""
@@ -116,6 +174,9 @@ def measure(small: bool = False) -> dict:
         child_s = time.perf_counter() - start
         logs = pack(path, Path(tmp), run)
     calls = run.pop("calls")
+    prof, profiled = profiled_calls(dev)
+    trace = artifact(KEY, "trace.json.gz")
+    write_trace(prof, trace)
     return {
         "repetitions": 1,
         **run,
@@ -124,6 +185,9 @@ def measure(small: bool = False) -> dict:
         "call_s": {str(c["batch"]): summarize([c["seconds"]], "s", clock="host") for c in calls},
         "child_s": child_s,  # the child's whole run: start-up, imports, compiles
         "logs": logs,
+        # in this process, under the profiler (its own cost included; Inductor's caches warm)
+        "profiled_compiled_at": [c["batch"] for c in profiled if c["compiled"]],
+        "profiled_call_us": {str(c["batch"]): summarize([c["us"]], "us", clock="host") for c in profiled},
         "artifacts": [
             {
                 "name": path.name,
@@ -131,7 +195,16 @@ def measure(small: bool = False) -> dict:
                 "opens_with": "tlparse",
                 "shows": "torch.compile's structured log of batch sizes 8, 16, 1 and 2: three compiles, "
                 "each recompile's reason, the symbol made for the batch and its range, every graph's guards",
-            }
+            },
+            {
+                "name": trace.name,
+                "what": "profiler trace",
+                "opens_with": "ui.perfetto.dev or chrome://tracing",
+                "shows": "the same four calls of a freshly compiled step, each under a label of its batch size: "
+                "the three that compile are long spans holding Dynamo's and the backend's phases, the call at "
+                "batch 2 reuses a graph and is short (Inductor's caches were warm, so the compiles are shorter "
+                "than cold ones)",
+            },
         ],
     }
 
@@ -143,5 +216,8 @@ if __name__ == "__main__":
     r = measure(small=not torch.cuda.is_available())
     print(f"TORCH_TRACE of the compiled MLP (d={r['d']}, {r['backend']}) on {device_name()}")
     print(f"  batch sizes {r['order']}: compiled at {r['compiled_at']}; child ran {r['child_s']:.1f} s")
+    spans = ", ".join(f"{b}: {s['median'] / 1e3:.1f} ms" for b, s in r["profiled_call_us"].items())
+    print(f"  profiled calls, compiled at {r['profiled_compiled_at']}: {spans}")
     for a in r["artifacts"]:
-        print(f"  {a['name']}: {a['what']} ({', '.join(r['logs'])}), open it in {a['opens_with']}")
+        logs = f" ({', '.join(r['logs'])})" if a["what"] == "compile log" else ""
+        print(f"  {a['name']}: {a['what']}{logs}, open it in {a['opens_with']}")
