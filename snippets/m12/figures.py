@@ -19,7 +19,7 @@ from plotly.subplots import make_subplots
 from coursekit.plotting import BLUE, BROWN, GREEN, ORANGE, PURPLE, RED, REFERENCE, RERUN, WHISKERS, legend, margin
 
 # torch-free: figures run at site-build time without torch
-from coursekit.stats import difference_spread, error_bars, paired, ratio_spread
+from coursekit.stats import difference_spread, error_bars, paired, ratio_spread, summarize
 
 MAIN = {"dtype": "float32", "vocab": 262144, "k": 50}  # the main grid: fp32, V = 2^18, k = 50
 TOPK_READS_FP32 = 5  # mbtopk reads the row once per 8-bit digit (four for 32 bits), then once to gather
@@ -582,4 +582,20 @@ def special_facts(results) -> dict:
             f"{p['case']}_{p['batch']}": {"programs": p["programs"], "exact_path_programs": p["exact_path_programs"]}
             for p in points
         },
+    }
+
+
+def ratios(results) -> dict:
+    """Two ratios the page states in words. ``flashinfer.<a>_<b>``: FlashInfer's top_k on the main grid
+    (float32, V = 262,144, k = 50), batch b's time over batch a's (points timed apart: the worst case of both
+    spreads); 16 to 32 is where it leaves the one-launch radix select. ``batch1.last_over_first_extra``: at
+    batch 1, what the last launch adds over what the first launch takes beyond the copy (the fixed cost of a
+    replayed kernel), round by round (all three timed in the same rounds)."""
+    race = results("m12/race")
+    fi = {b: _race_point(race, b, **MAIN)["time_us"]["flashinfer"] for b in (1, 16, 32, 64)}
+    t = _race_point(race, 1, **MAIN)["time_us"]
+    rounds = zip(t["ours"]["rounds"], t["ours_first_launch"]["rounds"], t["copy"]["rounds"])
+    return {
+        "flashinfer": {f"{a}_{b}": ratio_spread(fi[b], fi[a], "x") for a, b in ((1, 16), (16, 32), (32, 64))},
+        "batch1": {"last_over_first_extra": summarize([(o - f) / (f - c) for o, f, c in rounds], "x")},
     }
