@@ -156,8 +156,8 @@ def grouped_mm(x_sorted, w, offs, config: triton.Config | None = None, out=None)
 # --8<-- [start:tma_configs]
 # The same product with its tiles brought in by TMA (grouped_mm_tma below). Each candidate also says how
 # the weights are described (W_3D: one 3-D descriptor [G, K, N], the one measured; or the groups stacked as
-# 2-D rows, tested on the CPU only). Not warp-specialized: Triton 3.6's tl.range documents its warp
-# specialization for Blackwell GPUs and simple matmul loops only.
+# 2-D rows, tested on the CPU only). Not warp-specialized (not tried): module 07 got Triton 3.6 to specialize a
+# plain matmul loop on the H200 at 4 warps; this kernel's K loop sits inside a while loop over the tiles.
 def tma_config(bm, bn, bk, stages, warps, programs_per_sm, w_3d=True):
     meta = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "PROGRAMS_PER_SM": programs_per_sm}
     return triton.Config(meta | {"W_3D": w_3d}, num_stages=stages, num_warps=warps)

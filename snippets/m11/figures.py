@@ -374,10 +374,13 @@ def _verdicts(rows: dict, bar: float) -> dict:
     which miss it (as text), and the lowest and highest median ratio."""
     medians = {label: r["median"] for label, r in rows.items()}
     missed = [label for label, m in medians.items() if m < bar]
+    met = len(rows) - len(missed)
     return {
-        "met": len(rows) - len(missed),
+        "met": met,
         "of": len(rows),
         "missed": "; ".join(missed) if missed else "none",
+        # the verdict in words: "all 4 cases", or "3 of 4 cases (missed: ...)"
+        "text": f"all {met} cases" if not missed else f"{met} of {len(rows)} cases (missed: {'; '.join(missed)})",
         "lowest": min(medians.values()),
         "highest": max(medians.values()),
     }
@@ -392,8 +395,9 @@ def runs(results) -> dict:
     unpermute (timed alone) and their share of it (paired by round); and the router and the sort
     at 4,096 tokens (m11/routing). ``both``: ranges over the two runs (medians): the pointer kernel (the
     grouped GEMM's first step) against torch._grouped_mm at its best per GEMM at the four random-router
-    points, the torch._grouped_mm route over the loop at 4,096 Qwen-like tokens (``grouped_4096``), and the
-    permute and unpermute's share of the grouped route at either token count."""
+    points, the torch._grouped_mm route over the loop at 4,096 Qwen-like tokens (``grouped_4096``), the
+    permute and unpermute's share of the grouped route at either token count, and the Mixtral-like races'
+    lowest and highest median (``mixtral_lowest``/``_highest``)."""
     out = {}
     for run, hardware in RUNS.items():
         routes = results("m11/routes", hardware=hardware)
@@ -425,6 +429,7 @@ def runs(results) -> dict:
     triton = [r["ratio"]["median"] for e in out.values() for r in e["triton"].values()]
     shares = [e[k]["permute_unpermute_share"]["median"] for e in out.values() for k in e if k.startswith("qwen3_")]
     grouped_4096 = [e["layer"]["torch_4096"]["ratio"]["median"] for e in out.values()]
+    mixtral = [e["mixtral_summary"] for e in out.values()]
     out["both"] = {
         "grouped_4096_lowest": min(grouped_4096),  # the torch._grouped_mm route over the loop, 4,096 tokens
         "grouped_4096_highest": max(grouped_4096),
@@ -432,6 +437,8 @@ def runs(results) -> dict:
         "triton_highest": max(triton),
         "share_lowest": min(shares),
         "share_highest": max(shares),
+        "mixtral_lowest": min(m["lowest"] for m in mixtral),  # a grouped route over the loop, Mixtral-like
+        "mixtral_highest": max(m["highest"] for m in mixtral),
     }
     return out
 
@@ -439,24 +446,32 @@ def runs(results) -> dict:
 def _bars(gg: dict, routes: dict) -> dict:
     """The pointer kernel's ratio (the first step of the grouped GEMM: both GEMMs against torch._grouped_mm
     at its best per GEMM, random router; the race itself is the TMA kernel's, ``tma_facts``) and the races
-    of m11/routes (each grouped route against the loop, whole layer, Qwen-like shape), recomputed from the
-    summaries they race, the latter with their verdicts."""
+    of m11/routes (each grouped route against the loop, whole layer: Qwen-like in ``layer``, Mixtral-like in
+    ``mixtral``), recomputed from the summaries they race, with their verdicts (``layer_summary``,
+    ``mixtral_summary``: each shape against its own target)."""
     out = {"triton": {}, "layer": {}}
     layer_rows = {}
     for p in gg["points"]:
         if p["router"] == "random":
             out["triton"][_key(p["shape"], p["tokens"])] = {"ratio": _ratio(_peer_us(p), p["layer_us"]["triton"])}
+    mixtral_rows = {}
+    out["mixtral"] = {}
     for c in routes["cases"]:
-        if c["shape"] == "qwen3":
-            for route, way in (("grouped_torch", "torch"), ("triton_grouped", "triton")):
-                ratio = _ratio(c["routes"]["loop"]["time_us"], c["routes"][route]["time_us"])
+        for route, way in (("grouped_torch", "torch"), ("triton_grouped", "triton")):
+            ratio = _ratio(c["routes"]["loop"]["time_us"], c["routes"][route]["time_us"])
+            if c["shape"] == "qwen3":
                 layer_rows[f"{WAY_LABELS[route]} at {c['tokens']:,} tokens"] = ratio
                 out["layer"][f"{way}_{c['tokens']}"] = {"ratio": ratio}
+            elif c["shape"] == "mixtral":
+                mixtral_rows[f"{WAY_LABELS[route]} at {c['tokens']:,} tokens"] = ratio
+                out["mixtral"][f"{way}_{c['tokens']}"] = {"ratio": ratio}
     # the Qwen-like races' target (the Mixtral-like races, level with the loop, have their own)
     layer_bar = next(r["bar"] for r in routes["races"] if "qwen3" in r["name"])
     for entry in out["layer"].values():
         entry["verdict"] = "meets" if entry["ratio"]["median"] >= layer_bar else "misses"
     out["layer_summary"] = _verdicts(layer_rows, layer_bar)
+    mixtral_bar = next(r["bar"] for r in routes["races"] if "mixtral" in r["name"])
+    out["mixtral_summary"] = _verdicts(mixtral_rows, mixtral_bar)
     return out
 
 
@@ -678,14 +693,22 @@ def race(results) -> go.Figure:
             )
         )
     target = data["races"][0]["bar"]
-    fig.add_hline(  # across the whole plot, outer points included
-        y=target,
-        line_color="black",
-        line_dash="dash",
-        annotation_text=f"the course's target, {target:g}",
-        annotation_position="bottom left",
-    )
-    fig.add_hline(y=1.0, line_color="black", opacity=0.3, annotation_text="parity", annotation_position="top left")
+    # the two lines across the whole plot (outer points included), named in the legend, not on the plot,
+    # where a phone's narrow plot puts a label over the markers
+    lines = ((f"the course's target, {target:g}", target, "dash", 1.0), ("parity", 1.0, "solid", 0.3))
+    for name, y, dash, opacity in lines:
+        fig.add_hline(y=y, line_color="black", line_dash=dash, opacity=opacity)
+        fig.add_trace(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                name=name,
+                mode="lines",
+                line={"color": "black", "dash": dash},
+                opacity=opacity,
+                hoverinfo="skip",
+            )
+        )
     low = min(drawn)
     bottom = 0.0 if low < 0.5 else math.floor(low * 20) / 20  # dots, not bars: the axis fits the data
     fig.update_yaxes(range=[bottom, max(1.1, max(drawn) * 1.03)], title_text="our speed over torch._grouped_mm's")
@@ -748,9 +771,12 @@ def ep_phases(results) -> go.Figure:
 
 
 def race_margins(results) -> dict:
-    """Where torch._grouped_mm ran ``w2`` faster N-major (random router), per run (``first``, ``second``:
-    ``w2_nmajor``, as text) and, at the top level, both runs' points in one phrase."""
-    out = {}
+    """Where torch._grouped_mm ran ``w2`` faster N-major (random router), and the Mixtral-like ``w13``'s
+    faster layout at each point (``w13_mixtral``, both routers), per run (``first``, ``second``, as text)
+    and, at the top level, both runs' points in one phrase each; ``w13_mixtral_within``: the Mixtral-like
+    ``w13``'s slower layout over its faster one, minus one, round by round (medians), the largest over
+    both runs."""
+    out, within = {}, []
     for run, hardware in RUNS.items():
         gg = results("m11/grouped_gemm", hardware=hardware)
         nmajor = [
@@ -758,10 +784,24 @@ def race_margins(results) -> dict:
             for p in gg["points"]
             if p["router"] == "random" and p["peer_layout_per_gemm"]["w2"] == "N-major"
         ]
-        out[run] = {"w2_nmajor": "; ".join(nmajor) if nmajor else "none"}
-    first, second = out["first"]["w2_nmajor"], out["second"]["w2_nmajor"]
-    # the points, said once when the two runs agree
-    out["w2_nmajor"] = f"{first} (both runs)" if first == second else f"{first} (first run) and {second} (second)"
+        w13 = {}  # the Mixtral-like w13's faster layout, point by point, both routers
+        for p in gg["points"]:
+            if p["shape"] == "mixtral":
+                point = f"{p['tokens']:,} tokens" + (" under the skewed router" if p["router"] != "random" else "")
+                w13.setdefault(p["peer_layout_per_gemm"]["w13"], []).append(point)
+                ratio = paired(
+                    _gemm(p, "w13")["torch"]["time_us"], _gemm(p, "w13")["torch_kmajor"]["time_us"], lambda a, b: a / b
+                )["median"]
+                within.append(max(ratio, 1 / ratio) - 1)
+        out[run] = {
+            "w2_nmajor": "; ".join(nmajor) if nmajor else "none",
+            "w13_mixtral": ", ".join(f"{layout} at {' and '.join(points)}" for layout, points in sorted(w13.items())),
+        }
+    for name in ("w2_nmajor", "w13_mixtral"):
+        first, second = out["first"][name], out["second"][name]
+        # the points, said once when the two runs agree
+        out[name] = f"{first} (both runs)" if first == second else f"{first} (first run) and {second} (second)"
+    out["w13_mixtral_within"] = max(within)
     return out
 
 
@@ -883,16 +923,21 @@ def tma_runs(results) -> dict:
     GEMM's; the Qwen-like 16,384-token layer (``qwen3_16384``, the summary); the TMA kernel over the
     pointer kernel, whole layer, round by round (``over_pointer_lowest``/``_highest``, medians); the
     autotuner's single timings at the pointer kernel's chosen config, pointer time over TMA time, per GEMM
-    tuned (``same_tile_lowest``/``_highest``); how many GEMMs the TMA kernel ran with a config the pointer
+    tuned (``same_tile_lowest``/``_highest``, ``same_tile_above_one``: at how many the TMA kernel was faster);
+    how many GEMMs the TMA kernel ran with a config the pointer
     kernel's list lacks (``outside``, of ``gemms``); its chosen configs (text). ``both``: the layer's
     lowest and highest median over the runs (also of ``same_tile`` and ``over_pointer``), and at how many
-    GEMMs the TMA kernel's config differs between the runs (``config_changed``). ``layouts``: torch._grouped_mm's slower layout's time over its faster
+    GEMMs the TMA kernel's config differs between the runs (``config_changed``), and the TMA kernel's
+    own tile's gain, its autotune time at the pointer kernel's tile over its chosen tile's, minus one
+    (``tile_gain_highest`` over every GEMM but w2 at Mixtral-like 4,096 tokens; that GEMM's in
+    ``tile_gain_mixtral_w2_4096_lowest``/``_highest``, with its same-tile ratio). ``layouts``: torch._grouped_mm's slower layout's time over its faster
     one, minus one, round by round (medians), over both runs: at the Qwen-like shape (``qwen3_lowest``,
     ``qwen3_highest``; w13 faster N-major, w2 K-major, the page asserts which), at the Mixtral-like shape
     for w13 and for w2 at 16,384 tokens (``mixtral_within``: the largest), and w2 at 4,096 tokens
     (``mixtral_w2_4096_lowest``/``_highest``)."""
     out, chosen = {}, {}
     margins = {"qwen3": [], "mixtral_within": [], "mixtral_w2_4096": []}
+    tile_gain, tile_gain_exception, exception_same_tile = [], [], []
     for run, hardware in RUNS.items():
         data = results("m11/grouped_gemm", hardware=hardware)
         target = data["races"][0]["bar"]
@@ -910,6 +955,12 @@ def tma_runs(results) -> dict:
                 tile = _tile(g["triton_config"])
                 if tile in pointer and tile in tma:
                     same_tile.append(pointer[tile] / tma[tile])
+                    # what the TMA kernel's own choice added: its time at the pointer's tile over its chosen tile's
+                    gain = tma[tile] / tma[_tile(g["tma_config"])]
+                    key = (p["shape"], p["tokens"], g["gemm"])
+                    (tile_gain_exception if key == ("mixtral", 4096, "w2") else tile_gain).append(gain)
+                    if key == ("mixtral", 4096, "w2"):
+                        exception_same_tile.append(pointer[tile] / tma[tile])
                 ratio = paired(g["torch"]["time_us"], g["torch_kmajor"]["time_us"], lambda a, b: a / b)
                 slower_over_faster = max(ratio["median"], 1 / ratio["median"]) - 1
                 if p["shape"] == "qwen3":
@@ -933,6 +984,7 @@ def tma_runs(results) -> dict:
             "same_tile_lowest": min(same_tile),
             "same_tile_highest": max(same_tile),
             "same_tile_of": len(same_tile),
+            "same_tile_above_one": sum(r > 1 for r in same_tile),
             "outside": outside,
             "gemms": 2 * len(races),
             "configs": "; ".join(sorted({_config_text(g["tma_config"]) for p in races for g in p["gemms"]})),
@@ -946,6 +998,17 @@ def tma_runs(results) -> dict:
         "same_tile_highest": max(out[r]["same_tile_highest"] for r in RUNS),
         "over_pointer_lowest": min(out[r]["over_pointer_lowest"] for r in RUNS),
         "over_pointer_highest": max(out[r]["over_pointer_highest"] for r in RUNS),
+        # at how many GEMMs the TMA kernel was faster at the pointer's tile, said once when the runs agree
+        "same_tile_above_one": (
+            f"{out['first']['same_tile_above_one']} of {out['first']['same_tile_of']}"
+            if (out["first"]["same_tile_above_one"], out["first"]["same_tile_of"])
+            == (out["second"]["same_tile_above_one"], out["second"]["same_tile_of"])
+            else " and ".join(f"{out[r]['same_tile_above_one']} of {out[r]['same_tile_of']}" for r in RUNS)
+        ),
+        "tile_gain_highest": max(tile_gain) - 1,  # the TMA kernel's own tile over the pointer's, minus one
+        "tile_gain_mixtral_w2_4096_lowest": min(tile_gain_exception) - 1,
+        "tile_gain_mixtral_w2_4096_highest": max(tile_gain_exception) - 1,
+        "same_tile_mixtral_w2_4096_highest": max(exception_same_tile),  # pointer over TMA, both at the pointer's tile
     }
     out["layouts"] = {
         "qwen3_lowest": min(margins["qwen3"]),
