@@ -49,14 +49,14 @@ TILE_ROWS = 128  # CUTLASS's row tile in torch._grouped_mm when groups average o
 SYNC_MARK = "called a synchronizing"  # set_sync_debug_mode's message for a synchronizing call (not its notice)
 EP_PHASES = ("route", "permute", "count_exchange", "host_sync", "dispatch", "experts", "combine", "unpermute")
 EP_COLORS = {
-    "route": "#7f8c8d",
-    "permute": "#95a5a6",
+    "route": GREEN,  # route, permute, unpermute: three hues, not three greys
+    "permute": "#8e44ad",
     "count_exchange": "#f5b041",
     "host_sync": RED,
     "dispatch": ORANGE,
     "experts": BLUE,
     "combine": "#d35400",
-    "unpermute": "#5d6d7e",
+    "unpermute": "#c39bd3",
 }
 
 
@@ -675,6 +675,7 @@ def race(results) -> go.Figure:
     )
     drawn = []
     for i, (name, color, pick) in enumerate(series):
+        race = i == len(series) - 1
         s = [pick(p) for p in points]
         mids = [x["median"] for x in s]
         drawn += [x["p10"] for x in s] + [x["p90"] for x in s]
@@ -684,7 +685,8 @@ def race(results) -> go.Figure:
                 y=mids,
                 name=name,
                 mode="markers",
-                marker={"color": color, "size": 10, "symbol": ("square", "circle", "diamond", "star")[i]},
+                marker={"color": color, "size": 16 if race else 9, "symbol": ("square", "circle", "diamond", "star")[i]},
+                opacity=1.0 if race else 0.45,  # the race stands out; the rest is context
                 offsetgroup=str(i),
                 error_y=error_bars([x["p10"] for x in s], mids, [x["p90"] for x in s]),
                 customdata=[[layout] for layout in layouts],
@@ -711,13 +713,13 @@ def race(results) -> go.Figure:
         )
     low = min(drawn)
     bottom = 0.0 if low < 0.5 else math.floor(low * 20) / 20  # dots, not bars: the axis fits the data
-    fig.update_yaxes(range=[bottom, max(1.1, max(drawn) * 1.03)], title_text="our speed over torch._grouped_mm's")
-    fig.update_xaxes(tickangle=-30, title_text="shape and tokens (router)")
+    fig.update_yaxes(range=[bottom, max(1.1, max(drawn) * 1.03)], title_text="speed over torch._grouped_mm")
+    fig.update_xaxes(tickangle=-30)  # the tick labels name shape, tokens and router
     fig.update_layout(
         scattermode="group",
         height=500,
         margin=margin(),
-        legend=legend(-0.3, whiskers=True),
+        legend=legend(-0.35, whiskers=True),
     )
     return fig
 
@@ -730,10 +732,8 @@ def ep_phases(results) -> go.Figure:
     data = results("m11/expert_parallel")
     fig = go.Figure()
     worlds = [p["world"] for p in data["points"]]
-    labels = [
-        f"{w} GPUs, {data['experts'] // w} experts each" if w > 1 else f"1 GPU, all {data['experts']} experts"
-        for w in worlds
-    ]
+    per_rank = data["tokens_per_rank"]  # every rank gets the same tokens: two GPUs serve twice as many
+    labels = [f"{w} GPU{'s' if w > 1 else ''}, {w * per_rank:,} tokens" for w in worlds]
     for phase in EP_PHASES:
         vals = [p["slowest_us"][phase]["median"] if phase in p["slowest_us"] else 0.0 for p in data["points"]]
         fig.add_trace(
@@ -753,7 +753,7 @@ def ep_phases(results) -> go.Figure:
             y=labels,
             x=mids,
             mode="markers",
-            name="the layer (median of the per-step sum; whiskers: 10th to 90th percentile)",
+            name="the whole layer per step (the result)",
             marker={"symbol": "diamond", "size": 12, "color": "black"},
             error_x=error_bars([x["p10"] for x in layer], mids, [x["p90"] for x in layer]),
             hovertemplate="%{y}: layer %{x:,.0f} µs per step<extra></extra>",
@@ -868,7 +868,7 @@ def decode_times(results) -> go.Figure:
         drawn = floor + [p["time_us"][w]["median"] for p in points for w in DECODE_WAYS if w in p["time_us"]]
         low, high = math.floor(math.log10(min(drawn))), math.log10(max(drawn)) + 0.15
         ticks = [m * 10**e for e in range(low, math.ceil(high) + 1) for m in (1, 2, 5)]
-        fig.update_yaxes(type="log", range=[low, high], tickvals=ticks, title_text="µs per layer call", row=row, col=1)
+        fig.update_yaxes(type="log", range=[low, high], tickvals=ticks, title_text="µs per call", row=row, col=1)
     fig.update_xaxes(type="log", tickvals=sorted({p["tokens"] for p in data["points"]}))
     fig.update_xaxes(title_text="tokens per call", row=2, col=1)
     fig.update_layout(height=640, margin=margin(t=50), legend=legend(-0.12, whiskers=True))
