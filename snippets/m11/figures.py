@@ -714,12 +714,12 @@ def race(results) -> go.Figure:
     low = min(drawn)
     bottom = 0.0 if low < 0.5 else math.floor(low * 20) / 20  # dots, not bars: the axis fits the data
     fig.update_yaxes(range=[bottom, max(1.1, max(drawn) * 1.03)], title_text="speed over torch._grouped_mm")
-    fig.update_xaxes(tickangle=-30)  # the tick labels name shape, tokens and router
+    fig.update_xaxes(tickangle=-30, title_text="point", title_standoff=4)
     fig.update_layout(
         scattermode="group",
         height=500,
         margin=margin(),
-        legend=legend(-0.35, whiskers=True),
+        legend=legend(-0.42, whiskers=True),
     )
     return fig
 
