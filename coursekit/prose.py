@@ -525,7 +525,8 @@ def lint_python_strings(source: str) -> list[Hit]:
 
 SKIP_TAGS = frozenset("code pre script style template q figure svg math textarea".split())
 SKIP_CLASSES = frozenset(
-    "measured cited constant reading-time provenance hardware-sets scoreboard evidence jp-CodeCell clipboard-copy-txt".split()
+    "measured cited constant reading-time provenance hardware-sets scoreboard evidence jp-CodeCell"
+    " clipboard-copy-txt".split()
 )
 VOID_TAGS = frozenset("area base br col embed hr img input link meta param source track wbr".split())
 

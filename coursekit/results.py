@@ -255,7 +255,9 @@ def artifact_records(key: str, data: dict, folder: Path | None) -> list[dict]:
     if listed is None:
         stray = sorted(p.name for p in Path(folder).iterdir()) if folder and Path(folder).is_dir() else []
         if stray:
-            raise ResultError(f"{key}: wrote evidence files {', '.join(stray)} but measure() lists none under artifacts")
+            raise ResultError(
+                f"{key}: wrote evidence files {', '.join(stray)} but measure() lists none under artifacts"
+            )
         return []
     check_artifact_list(listed, f"{key}: data.artifacts")
     records = []

@@ -45,7 +45,9 @@ def test_the_job_stores_listed_files_and_refuses_big_badly_named_or_missing_ones
         "big": evidence_snippet("big", f"path.write_bytes(b'x' * ({store.MAX_ARTIFACT_BYTES} + 1))"),
         "badname": evidence_snippet("badname", "(folder / 'Odd Name.txt').write_text('x')", listed="'Odd Name.txt'"),
         "missing": evidence_snippet("missing", "pass"),
-        "unlisted": evidence_snippet("unlisted", "path.write_text('x'); (folder / 'mx-unlisted-extra.txt').write_text('y')"),
+        "unlisted": evidence_snippet(
+            "unlisted", "path.write_text('x'); (folder / 'mx-unlisted-extra.txt').write_text('y')"
+        ),
     }
     snippets, results, existing = make_tree(tmp_path, stored=("good", "big"), **sources)
     for name in ("good", "big"):  # older results with evidence files of their own
@@ -213,7 +215,9 @@ def test_the_evidence_box_links_each_file_of_the_pages_set_with_its_size_and_too
     assert 'href="downloads/data/nvidia-h200/mx/a/mx-a-trace.json.gz"' in html
     assert "profiler trace</a> (2 KB, gzipped): two steps; open it in ui.perfetto.dev." in html
     store_evidence(site, "cpu-small", content=b"y" * 31_000)
-    assert 'href="downloads/data/cpu-small/mx/a/mx-a-trace.json.gz"' in convert(site, "{{ evidence mx/a }}", "cpu-small")
+    assert 'href="downloads/data/cpu-small/mx/a/mx-a-trace.json.gz"' in convert(
+        site, "{{ evidence mx/a }}", "cpu-small"
+    )
 
 
 def test_the_evidence_box_refuses_what_it_cannot_link(site):

@@ -36,11 +36,15 @@ def file_link(ctx: PageContext, doc: dict, name: str) -> str:
 def evidence(ctx: PageContext, rest: str, placeholder: str) -> str:
     key = rest.strip()
     if not KEY.fullmatch(key):
-        ctx.fail(placeholder, "an evidence box is written {{ evidence module/snippet }}, e.g. {{ evidence m02/evidence }}")
+        ctx.fail(
+            placeholder, "an evidence box is written {{ evidence module/snippet }}, e.g. {{ evidence m02/evidence }}"
+        )
     doc = ctx.doc(key, placeholder)
     listed = doc["data"].get("artifacts")
     if not listed:
-        ctx.fail(placeholder, f"result {key!r} of hardware {doc['hardware']!r} lists no evidence files (data.artifacts)")
+        ctx.fail(
+            placeholder, f"result {key!r} of hardware {doc['hardware']!r} lists no evidence files (data.artifacts)"
+        )
     folder = store.evidence_dir(store.result_path(key, doc["hardware"], ctx.results_dir))
     items = []
     for described, record in zip(listed, doc["artifacts"], strict=True):

@@ -130,7 +130,9 @@ def compile_logs(small: bool, trace: Path) -> tuple[Path, Path, float, dict]:
         folder = Path(tmp) / f"{stem}-torch_trace"
         env = dict(os.environ, TORCH_TRACE=str(folder), TORCH_LOGS=TORCH_LOGS)
         env.update(TORCHINDUCTOR_FX_GRAPH_CACHE="0", TORCHINDUCTOR_AUTOGRAD_CACHE="0")
-        argv = [sys.executable, str(Path(__file__).resolve()), CHILD, TRACE, str(trace)] + (["--small"] if small else [])
+        argv = [sys.executable, str(Path(__file__).resolve()), CHILD, TRACE, str(trace)] + (
+            ["--small"] if small else []
+        )
         start = time.perf_counter()
         child = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
         seconds = time.perf_counter() - start

@@ -685,7 +685,11 @@ def race(results) -> go.Figure:
                 y=mids,
                 name=name,
                 mode="markers",
-                marker={"color": color, "size": 16 if race else 9, "symbol": ("square", "circle", "diamond", "star")[i]},
+                marker={
+                    "color": color,
+                    "size": 16 if race else 9,
+                    "symbol": ("square", "circle", "diamond", "star")[i],
+                },
                 opacity=1.0 if race else 0.45,  # the race stands out; the rest is context
                 offsetgroup=str(i),
                 error_y=error_bars([x["p10"] for x in s], mids, [x["p90"] for x in s]),
@@ -930,7 +934,8 @@ def tma_runs(results) -> dict:
     GEMMs the TMA kernel's config differs between the runs (``config_changed``), and the TMA kernel's
     own tile's gain, its autotune time at the pointer kernel's tile over its chosen tile's, minus one
     (``tile_gain_highest`` over every GEMM but w2 at Mixtral-like 4,096 tokens; that GEMM's in
-    ``tile_gain_mixtral_w2_4096_lowest``/``_highest``, with its same-tile ratio). ``layouts``: torch._grouped_mm's slower layout's time over its faster
+    ``tile_gain_mixtral_w2_4096_lowest``/``_highest``, with its same-tile ratio). ``layouts``: torch._grouped_mm's
+    slower layout's time over its faster
     one, minus one, round by round (medians), over both runs: at the Qwen-like shape (``qwen3_lowest``,
     ``qwen3_highest``; w13 faster N-major, w2 K-major, the page asserts which), at the Mixtral-like shape
     for w13 and for w2 at 16,384 tokens (``mixtral_within``: the largest), and w2 at 4,096 tokens

@@ -120,7 +120,8 @@ def derived(results) -> dict:
     what forcing the first launch's chunk changed (paired by round). ``speedup_range``: ours over torch.topk on
     the main grid, lowest and highest, and at which batch. ``batch1``: at batch 1, the first launch alone minus
     the copy (the fixed cost of a replayed kernel) and what the last launch adds. ``checks``: how many race
-    points returned torch.topk's values, and at how many of FlashInfer's points its answer differed. ``topk``: torch.topk's device operations and its time per operation at batch 1, and its
+    points returned torch.topk's values, and at how many of FlashInfer's points its answer differed. ``topk``:
+    torch.topk's device operations and its time per operation at batch 1, and its
     time at batch 256 over five reads of the logits at the copy peak. ``decode.<batch>``: the LM head's rate on its
     weights, the rest of sampling besides top-k on each side (paired by round) and what ours saves per step."""
     race = results("m12/race")
@@ -510,7 +511,8 @@ def speedups(results) -> go.Figure:
 
 def chunks(results) -> go.Figure:
     """The first launch's chunk forced to 4,096, 8,192 and 16,384 elements at batch 1, 64 and 256
-    (the warps follow the chunk, so the two change together): one point per chunk (median, whiskers), grouped by batch on a log axis, and a ring around the
+    (the warps follow the chunk, so the two change together): one point per chunk (median, whiskers), grouped by
+    batch on a log axis, and a ring around the
     chunk the plan picks, a trace of its own so that the legend names it."""
     race = results("m12/race")
     fig = go.Figure()

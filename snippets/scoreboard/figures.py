@@ -4,8 +4,8 @@ table does)."""
 
 import plotly.graph_objects as go
 
-from coursekit import results as store
 from coursekit.plotting import GREEN, ORANGE, legend
+from coursekit.results import is_cpu_set
 from coursekit.scoreboard import MEETS, MISSES, NOISE, flipped, median_meets, race_id, race_ratio, reader_label, verdict
 
 # how a race stands against the course's target, as the scoreboard decides it (coursekit/scoreboard.py):
@@ -22,11 +22,11 @@ CHAPTER_NAMES = {"07": "07 Triton", "11": "11 MoE", "12": "12 top-k", "14": "14 
 def _other_runs(results, stored: dict) -> dict:
     """{GPU set: {race id: median meets}} for the races of ``stored`` ({key: races}) in every other GPU
     set (none when the drawn set is a CPU set): what the scoreboard's cross-run rule compares."""
-    if store.is_cpu_set(results.hardware):
+    if is_cpu_set(results.hardware):
         return {}
     out = {}
     for other in results.hardware_sets():
-        if other == results.hardware or store.is_cpu_set(other):
+        if other == results.hardware or is_cpu_set(other):
             continue
         out[other] = {}
         for key in stored:
