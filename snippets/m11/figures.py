@@ -718,7 +718,7 @@ def race(results) -> go.Figure:
     low = min(drawn)
     bottom = 0.0 if low < 0.5 else math.floor(low * 20) / 20  # dots, not bars: the axis fits the data
     fig.update_yaxes(range=[bottom, max(1.1, max(drawn) * 1.03)], title_text="speed over torch._grouped_mm")
-    fig.update_xaxes(tickangle=-30, title_text="shape, tokens (router)", title_standoff=4)
+    fig.update_xaxes(tickangle=-30, title_text="shape, tokens (router if skewed)", title_standoff=4)
     fig.update_layout(
         scattermode="group",
         height=500,
@@ -758,7 +758,7 @@ def ep_phases(results) -> go.Figure:
             x=mids,
             mode="markers",
             name="the whole layer per step (the result; whiskers: 10th to 90th percentile)",
-            marker={"symbol": "diamond", "size": 12, "color": "black"},
+            marker={"symbol": "diamond", "size": 9, "color": "black"},
             error_x=error_bars([x["p10"] for x in layer], mids, [x["p90"] for x in layer]),
             hovertemplate="%{y}: layer %{x:,.0f} µs per step<extra></extra>",
         )
