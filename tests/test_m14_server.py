@@ -45,6 +45,9 @@ ENGINES = {
     "static": dict(block_size=4, continuous=False, max_batch=4),
     "eager_unpadded": dict(block_size=4, cuda_graphs=False),
     "waits_for_blocks": dict(block_size=4, num_blocks=9, max_batch=3),  # 8 usable blocks: about two at a time
+    "no_overlap": dict(block_size=4, overlap=False),  # the host reads every step's tokens before the next
+    "prompt_by_prompt": dict(block_size=4, one_call_prefill=False),  # one attention call per prompt per layer
+    "first_version": dict(block_size=4, overlap=False, one_call_prefill=False, compiled=False),
 }
 
 
@@ -70,6 +73,39 @@ def test_engine_generates_the_plain_loops_tokens(models, reqs_and_refs, name):
         assert s["padded_slots"] == expected and expected[8] > 0 and set(s["decode_batches"]) == {6, 1}
     if name == "static":  # the second batch starts only after the first finished
         assert s["prefill_steps"] == 2 and s["decode_batches"][:4] == [4, 4, 4, 4]
+
+
+def test_one_prefill_call_per_layer_equals_one_per_prompt(models):
+    ours = models[1]
+    torch.manual_seed(3)
+    ranges, start = [], 0
+    for n in (5, 1, 9, 3):  # prompts of different lengths, packed, one of a single token
+        ranges.append((start, start + n))
+        start += n
+    positions = torch.cat([torch.arange(e - s) for s, e in ranges])
+    h, kv, d = ours.heads, ours.kv_heads, ours.head_dim
+    q, k, v = torch.randn(start, h, d), torch.randn(start, kv, d), torch.randn(start, kv, d)
+    got = model_mod.PaddedPrompts(ranges, positions).attention(q, k, v)
+    for s, e in ranges:
+        qs, ks, vs = (y[s:e].transpose(0, 1)[None] for y in (q, k, v))
+        ref = torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, is_causal=True, enable_gqa=True)
+        assert (got[s:e] - ref[0].transpose(0, 1)).abs().max().item() < 1e-5
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_overlap_launches_a_step_before_reading_the_last(models, reqs_and_refs, overlap):
+    reqs, refs = reqs_and_refs
+    engine = server.Engine(models[1], attention="gather", max_model_len=64, block_size=4, overlap=overlap)
+    unread, launch = [], engine.launch
+
+    def spy(pending, running):  # at each launch: tokens made on the device that the host has not read yet
+        unread.append(sum(s.made - len(s.out) for s in running))
+        return launch(pending, running)
+
+    engine.launch = spy
+    assert [o["tokens"] for o in engine.generate(reqs)] == refs
+    assert len(unread) == engine.stats["steps"]
+    assert (max(unread) > 0) == overlap and min(unread) == 0
 
 
 def test_continuous_takes_fewer_steps_than_static(models, reqs_and_refs):

@@ -18,6 +18,8 @@ read through the paged cache: fixed shapes, no host sync, so one CUDA graph per 
 it)."""
 
 # --8<-- [start:imports]
+import functools
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -117,6 +119,17 @@ def attention_out(x, attn, o_w, norm_w, gate_up_w, down_w, eps: float):
     return x + F.linear(F.silu(gate) * up, down_w)
 
 
+PIECES = (attention_in, attention_out)  # a layer's two pieces around attention, uncompiled
+
+
+@functools.cache
+def compiled_pieces():
+    """The two pieces compiled once for every layer (weights are arguments) and every batch size
+    (dynamic=True; a batch of 1 gets its own specialised graph): Inductor fuses each piece's
+    norm, RoPE, residual and SwiGLU element-wise work into a few kernels around the GEMMs."""
+    return torch.compile(attention_in, dynamic=True), torch.compile(attention_out, dynamic=True)
+
+
 class Llama(nn.Module):
     """Ours: HF's parameter names (model.layers.N.self_attn.q_proj.weight, ..., lm_head.weight)."""
 
@@ -155,18 +168,19 @@ class Llama(nn.Module):
         return self.eval()
 
     # -- one layer in two pieces around attention, shared by the three entry points (and by buckets.py)
-    def pre_attention(self, i: int, x, positions):
-        """Norm, fused q|k|v projection, RoPE: x [N, hidden] -> q [N, H, D], k and v [N, Hkv, D]."""
+    def pre_attention(self, i: int, x, positions, fn=attention_in):
+        """Norm, fused q|k|v projection, RoPE: x [N, hidden] -> q [N, H, D], k and v [N, Hkv, D].
+        fn: attention_in itself, or a compiled attention_in (PIECES, compiled_pieces)."""
         layer = self.model.layers[i]
         norm = layer.input_layernorm
-        return attention_in(x, positions, norm.weight, norm.eps, layer.qkv_weight, self.cos, self.sin, self.kv_heads)
+        return fn(x, positions, norm.weight, norm.eps, layer.qkv_weight, self.cos, self.sin, self.kv_heads)
 
-    def post_attention(self, i: int, x, attn):
+    def post_attention(self, i: int, x, attn, fn=attention_out):
         """o-projection and residual, then norm, SwiGLU MLP and residual: attn [N, H, D] -> x [N, hidden]."""
         layer = self.model.layers[i]
         norm, mlp = layer.post_attention_layernorm, layer.mlp
         w = (layer.self_attn.o_proj.weight, norm.weight, layer.gate_up_weight, mlp.down_proj.weight)
-        return attention_out(x, attn, *w, norm.eps)
+        return fn(x, attn, *w, norm.eps)
 
     def logits(self, x):
         return self.lm_head(self.model.norm(x))
@@ -182,37 +196,72 @@ class Llama(nn.Module):
             x = self.post_attention(i, x, attn.transpose(1, 2).reshape(b * t, -1, self.head_dim))
         return self.logits(x).view(b, t, -1)
 
-    def prefill(self, tokens, positions, seq_ranges: list[tuple[int, int]], cache, slot_mapping):
+    def prefill(self, tokens, positions, seq_ranges: list[tuple[int, int]], cache, slot_mapping, pieces=PIECES,
+                one_call=True, last=None):  # fmt: skip
         """New prompts packed into one row: tokens and positions [N]; seq_ranges [(start, end)] per
-        prompt; each token's K/V written to cache at slot_mapping [N]. Attention: causal SDPA per prompt
-        over its own K/V (no prefix is cached, so a prompt never reads the cache). Returns the greedy
-        next token of each prompt [len(seq_ranges)]."""
+        prompt; each token's K/V written to cache at slot_mapping [N]. Attention is causal within each
+        prompt (no prefix is cached, so a prompt never reads the cache): with one_call, one SDPA call
+        per layer over the prompts padded to the longest (packed_causal_attention); otherwise one SDPA
+        call per prompt per layer. last: the index of each prompt's last token [P] on the device
+        (made here from seq_ranges if None). Returns the greedy next token of each prompt [P]."""
+        pre, post = pieces
+        pad = PaddedPrompts(seq_ranges, positions) if one_call else None
         x = self.model.embed_tokens(tokens)
         for i in range(len(self.model.layers)):
-            q, k, v = self.pre_attention(i, x, positions)
+            q, k, v = self.pre_attention(i, x, positions, pre)
             cache.write(i, slot_mapping, k, v)
-            attn = torch.empty_like(q)
-            for s, e in seq_ranges:
-                qs, ks, vs = (y[s:e].transpose(0, 1)[None] for y in (q, k, v))
-                out = F.scaled_dot_product_attention(qs, ks, vs, is_causal=True, enable_gqa=True)
-                attn[s:e] = out[0].transpose(0, 1)
-            x = self.post_attention(i, x, attn)
-        last = torch.tensor([e - 1 for _, e in seq_ranges], device=x.device)
+            if one_call:
+                attn = pad.attention(q, k, v)
+            else:
+                attn = torch.empty_like(q)
+                for s, e in seq_ranges:
+                    qs, ks, vs = (y[s:e].transpose(0, 1)[None] for y in (q, k, v))
+                    out = F.scaled_dot_product_attention(qs, ks, vs, is_causal=True, enable_gqa=True)
+                    attn[s:e] = out[0].transpose(0, 1)
+            x = self.post_attention(i, x, attn, post)
+        if last is None:
+            last = torch.tensor([e - 1 for _, e in seq_ranges], device=x.device)
         return self.logits(x[last]).argmax(-1)
 
-    def decode(self, tokens, positions, block_table, seq_lens, cache, attention):
+    def decode(self, tokens, positions, block_table, seq_lens, cache, attention, pieces=PIECES):
         """One new token per sequence: tokens, positions, seq_lens [B] (seq_lens counts the new token)
         and block_table [B, max_blocks], all on the device; attention(i, q, cache, block_table,
         seq_lens) reads layer i's paged K/V. The slot of each new token is computed on the device, so
         nothing here reads a value on the host: fixed shapes, capturable. Returns the greedy tokens [B]."""
+        pre, post = pieces
         bs = cache.block_size
         slots = block_table.gather(1, (positions // bs)[:, None])[:, 0] * bs + positions % bs
         x = self.model.embed_tokens(tokens)
         for i in range(len(self.model.layers)):
-            q, k, v = self.pre_attention(i, x, positions)
+            q, k, v = self.pre_attention(i, x, positions, pre)
             cache.write(i, slots, k, v)
-            x = self.post_attention(i, x, attention(i, q, cache, block_table, seq_lens))
+            x = self.post_attention(i, x, attention(i, q, cache, block_table, seq_lens), post)
         return self.logits(x).argmax(-1)
+
+
+class PaddedPrompts:
+    """Packed prompts laid out as a padded batch, for one attention call per layer: token j of the
+    packed row goes to (its prompt, its position) of a [P, L, heads, D] tensor, L the longest prompt.
+    Causal attention over the padded batch gives every real token exactly its prompt's causal
+    attention (a query at position p sees positions 0..p, all real), and the padding rows past a
+    prompt's end are computed and dropped. The index tensors are made once per prefill step and
+    serve all layers."""
+
+    def __init__(self, seq_ranges: list[tuple[int, int]], positions):
+        lengths = torch.tensor([e - s for s, e in seq_ranges])
+        which = torch.repeat_interleave(torch.arange(len(seq_ranges)), lengths)
+        self.which = which.to(positions.device, non_blocking=True) if positions.is_cuda else which
+        self.positions, self.shape = positions, (len(seq_ranges), int(lengths.max()))
+
+    def attention(self, q, k, v):
+        """q [N, H, D], k and v [N, Hkv, D] -> [N, H, D]: one causal SDPA call, GQA by enable_gqa."""
+        def padded(y):
+            out = y.new_zeros(*self.shape, *y.shape[1:])
+            out[self.which, self.positions] = y
+            return out.transpose(1, 2)  # [P, heads, L, D]
+
+        out = F.scaled_dot_product_attention(padded(q), padded(k), padded(v), is_causal=True, enable_gqa=True)
+        return out.transpose(1, 2)[self.which, self.positions]
 
 
 # --8<-- [end:model]

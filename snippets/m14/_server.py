@@ -8,23 +8,39 @@ running request; prefill goes first whenever someone is waiting to start (vLLM v
 v1 instead mixes prefill chunks and decodes in one step under a token budget). Admission is by free
 KV blocks: a request is admitted when the blocks for its whole length (prompt + max_new_tokens - 1
 cached tokens) are free, and holds them until it finishes, when they go back at once; so nothing is
-ever preempted (vLLM allocates as a sequence grows and preempts when blocks run out).
-``continuous=False`` is static batching on the same engine: a batch is admitted only when the
-previous one has wholly finished.
+ever preempted (vLLM allocates as a sequence grows and preempts when blocks run out). A request
+stops on its length alone (the workload turns EOS off), so the host knows who finishes without
+reading a token. ``continuous=False`` is static batching on the same engine: a batch is admitted
+only when the previous one has wholly finished.
 
 Decode runs padded to the smallest bucket >= the batch: one CUDA graph per bucket, captured at
 start-up (largest first, all in one shared memory pool, as vLLM captures its sizes) over static
 input buffers; padding slots read and write the cache's dummy block 0 and their tokens are dropped.
-Greedy sampling (argmax) is inside the graph; the host reads the sampled tokens after every step
-(the one device sync per step: the scheduler needs them to decide who finished). Times are
-time.perf_counter() after that read, from the start of the run. With cuda_graphs=False the decode
-runs eagerly at the batch's own size; on a CPU with cuda_graphs=True it runs eagerly but padded to
-the bucket (so the tests check the padding)."""
+Greedy sampling (argmax) is inside the graph. Three switches, each a step of the chapter's ladder:
+- ``compiled``: the two pieces of each layer around attention run compiled (_model.compiled_pieces)
+  in prefill and inside the decode graphs (on a CPU they run uncompiled);
+- ``one_call_prefill``: prefill attention is one SDPA call per layer over the padded prompts,
+  instead of one call per prompt per layer;
+- ``overlap``: the step's inputs are built without reading the device: the next decode's input
+  tokens are copied on the device from the step that made them, the host's metadata goes up from
+  pinned memory without a sync, and the sampled tokens come back asynchronously. The host reads a
+  step's tokens only after it has launched the next step (vLLM's asynchronous scheduling), so it
+  prepares step n + 1 while the GPU runs step n. Without it, every step ends with the host reading
+  its tokens (a device sync) before it builds the next one.
+A token's time is time.perf_counter() when the host has read it, from the start of the run. With
+cuda_graphs=False the decode runs eagerly at the batch's own size; on a CPU with cuda_graphs=True
+it runs eagerly but padded to the bucket (so the tests check the padding).
+
+engine.stats["phases"] (on a GPU): where the run's wall time went, from a CUDA event pair around
+each step (its span on the device, gaps inside a step included) and the host clock: prefill_s and
+decode_s (the steps' device spans), gpu_idle_s (wall time with no step on the device), host_wait_s
+(time the host spent waiting for the device to hand back tokens) and wall_s."""
 
 # --8<-- [start:imports]
 import time
 
 import torch
+from _model import PIECES, compiled_pieces
 from _paged import PagedCache, layer_attention
 
 # --8<-- [end:imports]
@@ -37,18 +53,23 @@ class Seq:
     def __init__(self, req: dict, arrival_s: float):
         self.id, self.prompt, self.max_new = req["id"], req["prompt"], req["max_new_tokens"]
         self.arrival_s, self.out, self.token_s, self.blocks, self.row = arrival_s, [], [], [], None
+        self.made, self.src = 0, None  # tokens launched so far; where the latest one lies on the device
 
     @property
     def length(self) -> int:  # tokens in the cache once the next decode step has written its input
-        return len(self.prompt) + len(self.out)
+        return len(self.prompt) + self.made
 
 
 class Engine:
     def __init__(self, model, *, max_batch=256, block_size=16, num_blocks=None, buckets=BUCKETS, cuda_graphs=True,
-                 max_prefill_tokens=8192, continuous=True, attention="triton", max_model_len=None):  # fmt: skip
+                 max_prefill_tokens=16384, continuous=True, attention="triton", max_model_len=None, compiled=True,
+                 one_call_prefill=True, overlap=True):  # fmt: skip
         c, w = model.config, model.lm_head.weight
         self.model, self.device, self.continuous = model, w.device, continuous
         self.max_batch, self.max_prefill_tokens = max_batch, max_prefill_tokens
+        self.cuda = w.is_cuda
+        self.pieces = compiled_pieces() if compiled and self.cuda else PIECES
+        self.one_call_prefill, self.overlap = one_call_prefill, overlap
         self.width = -(-(max_model_len or c["max_position_embeddings"]) // block_size)  # blocks per table row
         num_blocks = num_blocks or max_batch * self.width + 1
         self.cache = PagedCache(
@@ -62,21 +83,28 @@ class Engine:
         self.table = torch.zeros(top, self.width, dtype=torch.int32, device=w.device)
         self.lens = torch.ones(top, dtype=torch.int32, device=w.device)
         self.graphs, self.outputs, self.captures = {}, {}, []
-        self.pad, self.use_graphs = cuda_graphs, cuda_graphs and w.is_cuda  # padded eagerly on a CPU
+        self.pad, self.use_graphs = cuda_graphs, cuda_graphs and self.cuda  # padded eagerly on a CPU
         self.stats: dict = {}
         if self.use_graphs:
             self.capture_all()
+
+    def upload(self, values, dtype=torch.long):
+        """A host list (or CPU tensor) to the device; with overlap, through pinned memory, without a sync."""
+        t = values.to(dtype) if isinstance(values, torch.Tensor) else torch.tensor(values, dtype=dtype)
+        if not self.cuda:
+            return t
+        return t.pin_memory().to(self.device, non_blocking=True) if self.overlap else t.to(self.device)
 
     @torch.no_grad()
     def run_decode(self, b: int):
         """The decode step over the first b slots of the static inputs (eager; what a graph captures)."""
         return self.model.decode(
-            self.tokens[:b], self.positions[:b], self.table[:b], self.lens[:b], self.cache, self.attention
+            self.tokens[:b], self.positions[:b], self.table[:b], self.lens[:b], self.cache, self.attention, self.pieces
         )
 
     def capture_all(self) -> None:
         """One graph per bucket, largest first, in one shared pool: time and memory per capture."""
-        side = torch.cuda.Stream()  # warm-up on a side stream (Triton's compile, cuBLAS's workspaces)
+        side = torch.cuda.Stream()  # warm-up on a side stream (compiles, Triton's autotuning, cuBLAS's workspaces)
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             for b in self.buckets:
@@ -98,18 +126,37 @@ class Engine:
                 "device_free_drop_bytes": free - torch.cuda.mem_get_info()[0],
             })  # fmt: skip
 
-    def decode_step(self, running: list) -> list[int]:
-        """Fill the static inputs (padding slots: token 0 at position 0 of block 0, length 1), replay
-        the bucket's graph (or run eagerly), read the tokens back: the step's one sync."""
+    def decode_inputs(self, running: list, b: int) -> None:
+        """Fill the static inputs for the first b slots (padding slots: token 0 at position 0 of block
+        0, length 1). Without overlap the input tokens come from the host; with it, each from the
+        device tensor of the step that made it (a copy or an index on the device)."""
+        n = len(running)
+        meta = [[s.length - 1, s.length] for s in running] + [[0, 1]] * (b - n)
+        self.positions[:b].copy_(self.upload([m[0] for m in meta]), non_blocking=True)
+        self.lens[:b].copy_(self.upload([m[1] for m in meta], torch.int32), non_blocking=True)
+        rows = torch.stack([s.row for s in running] + [torch.zeros(self.width, dtype=torch.int32)] * (b - n))
+        self.table[:b].copy_(rows.pin_memory() if self.cuda and self.overlap else rows, non_blocking=True)
+        if not self.overlap:
+            self.tokens[:b].copy_(self.upload([s.out[-1] for s in running] + [0] * (b - n)))
+            return
+        self.tokens[n:b].zero_()
+        groups = {}  # per source tensor: (the tensor, the slots here, the indices there)
+        for j, s in enumerate(running):
+            src, k = s.src
+            _, here, there = groups.setdefault(id(src), (src, [], []))
+            here.append(j)
+            there.append(k)
+        for src, here, there in groups.values():
+            if here == there == list(range(len(here))):  # the same sequences in the same slots as last step
+                self.tokens[: len(here)].copy_(src[: len(here)])
+            else:
+                self.tokens.index_copy_(0, self.upload(here), src.index_select(0, self.upload(there)))
+
+    def decode_step(self, running: list):
+        """Fill the inputs, replay the bucket's graph (or run eagerly): the tokens, on the device."""
         n = len(running)
         b = next(x for x in self.buckets if x >= n) if self.pad else n
-        meta = [[s.out[-1], s.length - 1, s.length] for s in running] + [[0, 0, 1]] * (b - n)
-        meta = torch.tensor(meta)
-        rows = torch.stack([s.row for s in running] + [torch.zeros(self.width, dtype=torch.int32)] * (b - n))
-        self.tokens[:b].copy_(meta[:, 0])
-        self.positions[:b].copy_(meta[:, 1])
-        self.lens[:b].copy_(meta[:, 2])
-        self.table[:b].copy_(rows)
+        self.decode_inputs(running, b)
         if self.use_graphs:
             self.graphs[b].replay()
             out = self.outputs[b]
@@ -117,21 +164,24 @@ class Engine:
             out = self.run_decode(b)
         self.stats["padded_slots"][b] = self.stats["padded_slots"].get(b, 0) + b - n
         self.stats["decode_batches"].append(n)
-        return out[:n].tolist()
+        return out
 
     @torch.no_grad()
-    def prefill_step(self, seqs: list) -> list[int]:
-        """The new prompts packed into one row; each token's K/V goes to its block's slot."""
+    def prefill_step(self, seqs: list):
+        """The new prompts packed into one row; each token's K/V goes to its block's slot. Returns
+        each prompt's first token, on the device."""
         bs, tokens, positions, slots, ranges = self.cache.block_size, [], [], [], []
         for s in seqs:
             n = len(s.prompt)
-            ranges.append((len(tokens), len(tokens) + n))
+            start = ranges[-1][1] if ranges else 0
+            ranges.append((start, start + n))
             tokens += s.prompt
-            positions += range(n)
-            slots += [s.blocks[p // bs] * bs + p % bs for p in range(n)]
-        as_tensor = lambda x: torch.tensor(x, dtype=torch.long, device=self.device)  # noqa: E731
-        first = self.model.prefill(as_tensor(tokens), as_tensor(positions), ranges, self.cache, as_tensor(slots))
-        return first.tolist()
+            p = torch.arange(n)
+            positions.append(p)
+            slots.append(torch.tensor(s.blocks)[p // bs] * bs + p % bs)  # vectorised: prompts are long
+        last = self.upload([e - 1 for _, e in ranges])
+        tokens, positions, slots = self.upload(tokens), self.upload(torch.cat(positions)), self.upload(torch.cat(slots))
+        return self.model.prefill(tokens, positions, ranges, self.cache, slots, self.pieces, self.one_call_prefill, last)
 
     def admit(self, waiting: list, pending: list, running: list, now: float) -> None:
         """Move arrived requests from waiting to pending while the batch and the free blocks allow."""
@@ -150,43 +200,84 @@ class Engine:
             s.row[:need] = torch.tensor(s.blocks, dtype=torch.int32)
             pending.append(waiting.pop(0))
 
+    def launch(self, pending: list, running: list) -> tuple:
+        """One model step, launched: a prefill of pending prompts (as many as fit in
+        max_prefill_tokens, at least one) if any, else a decode of every running sequence."""
+        if pending:
+            batch, budget = [], self.max_prefill_tokens
+            while pending and (not batch or len(pending[0].prompt) <= budget):
+                budget -= len(pending[0].prompt)
+                batch.append(pending.pop(0))
+            self.stats["prefill_steps"] += 1
+            running += batch
+            return "prefill", batch, self.prefill_step(batch)
+        self.stats["decode_steps"] += 1
+        return "decode", list(running), self.decode_step(running)
+
     def serve(self, requests: list[dict], arrivals: list[float]) -> list[dict]:
         """Online: request i is admitted no earlier than arrivals[i] seconds after the start."""
         waiting = sorted((Seq(r, a) for r, a in zip(requests, arrivals)), key=lambda s: s.arrival_s)
-        pending, running, done = [], [], []
+        pending, running, done, inflight = [], [], [], []
         self.stats = {"prefill_steps": 0, "decode_steps": 0, "padded_slots": {}, "decode_batches": [],
                       "waits_for_blocks": 0, "max_running": 0}  # fmt: skip
-        if self.device.type == "cuda":
+        spans, host_wait = {"prefill": [], "decode": []}, 0.0
+        if self.cuda:
             torch.cuda.synchronize()
+            origin = torch.cuda.Event(enable_timing=True)
+            origin.record()
         start = time.perf_counter()
-        while waiting or pending or running:
+
+        def read(step) -> None:  # the host gets a step's tokens: they count from now
+            nonlocal host_wait
+            seqs, host, done_event = step
+            t0 = time.perf_counter()
+            if done_event is not None:
+                done_event.synchronize()
+            tokens = host.tolist()
+            t = time.perf_counter()
+            host_wait += t - t0
+            for s, token in zip(seqs, tokens):
+                s.out.append(token)
+                s.token_s.append(t - start)
+
+        while waiting or pending or running or inflight:
             now = time.perf_counter() - start
             self.admit(waiting, pending, running, now)
-            if pending:  # prefill first: as many pending prompts as fit in max_prefill_tokens (at least one)
-                batch, budget = [], self.max_prefill_tokens
-                while pending and (not batch or len(pending[0].prompt) <= budget):
-                    budget -= len(pending[0].prompt)
-                    batch.append(pending.pop(0))
-                new, stepped = self.prefill_step(batch), batch
-                self.stats["prefill_steps"] += 1
-                running += batch
-            elif running:
-                new, stepped = self.decode_step(running), running
-                self.stats["decode_steps"] += 1
-            else:  # idle until the next arrival
-                time.sleep(max(0.0, waiting[0].arrival_s - now))
+            if not (pending or running):  # nothing to launch: finish what is in flight, or idle until an arrival
+                if inflight:
+                    read(inflight.pop(0))
+                else:
+                    time.sleep(max(0.0, waiting[0].arrival_s - now))
                 continue
-            t = time.perf_counter() - start
+            if self.cuda:
+                begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                begin.record()
+            kind, stepped, out = self.launch(pending, running)
+            n = len(stepped)
+            for j, s in enumerate(stepped):
+                s.made, s.src = s.made + 1, (out, j)
+            host, done_event = (out[:n].to("cpu", non_blocking=True), None) if self.overlap else (out[:n], None)
+            if self.cuda:
+                end.record()
+                spans[kind].append((begin, end))
+                done_event = end
+            inflight.append((stepped, host, done_event))
             self.stats["max_running"] = max(self.stats["max_running"], len(running))
-            for s, token in zip(stepped, new):
-                s.out.append(token)
-                s.token_s.append(t)
-            for s in [s for s in running if len(s.out) >= s.max_new]:  # finished: leave, blocks back at once
-                running.remove(s)
+            for s in [s for s in running if s.made >= s.max_new]:  # finished: leave, blocks back at once
+                running.remove(s)  # (the device runs steps in order: a later step reusing a block comes after)
                 self.cache.release(s.blocks)
                 done.append(s)
-        self.stats["wall_s"] = time.perf_counter() - start
+            while len(inflight) > (1 if self.overlap else 0):  # with overlap, the newest step stays in flight
+                read(inflight.pop(0))
+        self.stats["wall_s"] = wall = time.perf_counter() - start
         self.stats["steps"] = self.stats["prefill_steps"] + self.stats["decode_steps"]
+        if self.cuda:
+            busy = {k: sum(b.elapsed_time(e) for b, e in v) / 1e3 for k, v in spans.items()}
+            self.stats["phases"] = {
+                "prefill_s": busy["prefill"], "decode_s": busy["decode"],
+                "gpu_idle_s": max(0.0, wall - busy["prefill"] - busy["decode"]), "host_wait_s": host_wait,
+                "wall_s": wall,
+            }  # fmt: skip
         done.sort(key=lambda s: s.id)
         return [
             {"id": s.id, "tokens": s.out, "arrival_s": s.arrival_s, "first_token_s": s.token_s[0], "token_s": s.token_s}

@@ -156,6 +156,7 @@ def measure(small: bool = False) -> dict:
     else:
         reqs, rate, context, batches = requests(6, 4, 12, 5, vocab=128), 200.0, 20, [1, 2]
         kw = {"max_model_len": 64, "attention": "gather", "max_batch": 8}
+    kw["compiled"] = False  # the Engine's graphs capture the eager model: (c) compiles the pieces itself
     pow2 = Engine(model, buckets=BUCKETS, **kw)
     fine = Engine(model, buckets=VLLM_SIZES, **kw) if cuda else None
     data = {"device": device_name(), "buckets": list(pow2.buckets), "vllm_sizes": list(VLLM_SIZES), "captures": []}

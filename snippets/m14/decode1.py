@@ -3,7 +3,8 @@ torch.compile (the course's target: ours no slower) and its dynamic cache, one r
 
 One request of the workload (_workload.py), the one whose prompt has the median length (of 256), 128
 new tokens, greedy, EOS off; model _model.CONFIG (about 200 M parameters, bfloat16). Ours: _server.Engine
-with max_batch=1 (one CUDA graph, bucket 1). HF: generate with a StaticCache, decode step compiled by
+with max_batch=1 (one CUDA graph, bucket 1; the server's defaults: layer pieces compiled,
+the host a step ahead). HF: generate with a StaticCache, decode step compiled by
 transformers itself (mode "reduce-overhead"), no padding; and generate with the dynamic cache. Time per
 output token = (wall time of the request with 128 new tokens - wall time of the same request with 1
 new token, i.e. the prefill and its token) / 127, the same subtraction on both sides, so neither side's

@@ -1,6 +1,7 @@
 """The evidence behind the time-split figure: a torch.profiler trace of a short offline run of the
 course's server (_server.Engine over ours, _model.CONFIG with random weights, bf16, the Triton
-paged attention, decode replayed from CUDA graphs), every model step under a label that says what
+paged attention, decode replayed from CUDA graphs, the layer pieces compiled; overlap off, so the
+host waits for each step and each step's kernels fall inside its label), every model step under a label that says what
 it ran: prefill steps (new prompts packed into one row) and decode steps (one token for every
 running sequence, padded to its bucket), with the host's work between them. Six of the workload's
 requests (prompts of 64 to 512 tokens) with 3 to 8 new tokens each and at most four running at
@@ -37,19 +38,25 @@ RUN = "Engine.generate"  # the label around the whole run
 
 # --8<-- [start:labelled]
 class LabelledEngine(Engine):
-    """_server.Engine, each model step under a profiler label that says what it ran."""
+    """_server.Engine, each model step under a profiler label that says what it ran. The label closes
+    after the step's kernels have finished (a sync inside it), so that every kernel of the step starts
+    while its label is open; built with overlap=False, the engine waits for each step anyway."""
 
-    def prefill_step(self, seqs: list) -> list[int]:
+    def prefill_step(self, seqs: list):
         tokens = sum(len(s.prompt) for s in seqs)
         prompts = f"{len(seqs)} prompt" + ("s" if len(seqs) > 1 else "")
         with record_function(f"prefill_step: {prompts}, {tokens} tokens"):
-            return super().prefill_step(seqs)
+            out = super().prefill_step(seqs)
+            sync()
+            return out
 
-    def decode_step(self, running: list) -> list[int]:
+    def decode_step(self, running: list):
         n = len(running)
         bucket = next(b for b in self.buckets if b >= n) if self.pad else n
         with record_function(f"decode_step: batch {n}" + (f", bucket {bucket}" if bucket != n else "")):
-            return super().decode_step(running)
+            out = super().decode_step(running)
+            sync()
+            return out
 
 
 # --8<-- [end:labelled]
@@ -62,8 +69,8 @@ def sync() -> None:
 
 def step_records(prof) -> list[dict]:
     """Each model step in the order it ran: its label, host microseconds, and the device kernels (and
-    copies) that ran inside it, their number and summed microseconds. Found by time: a step ends by
-    reading its tokens back to the host, so a kernel that starts while its label is open is its own
+    copies) that ran inside it, their number and summed microseconds. Found by time: a step's label
+    closes after a sync, so a kernel that starts while its label is open is its own
     (graph replays and Triton launches too)."""
     events = prof.events()
     kernels = [e for e in events if e.device_type == DeviceType.CUDA and not e.is_user_annotation]
@@ -114,7 +121,7 @@ def measure(small: bool = False) -> dict:
     reqs = [dict(r, max_new_tokens=new) for r, new in zip(reqs, NEW_TOKENS)]
     max_len = max(len(r["prompt"]) for r in reqs) + max(NEW_TOKENS)
     attention = "triton" if cuda else "gather"  # as race.py: Triton's interpreter is too slow on a CPU
-    engine = LabelledEngine(ours, max_batch=MAX_BATCH, max_model_len=max_len, attention=attention)
+    engine = LabelledEngine(ours, max_batch=MAX_BATCH, max_model_len=max_len, attention=attention, overlap=False)
     engine.generate(reqs)  # untimed: compiles, first prefills
     sync()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
