@@ -255,6 +255,7 @@ class PaddedPrompts:
 
     def attention(self, q, k, v):
         """q [N, H, D], k and v [N, Hkv, D] -> [N, H, D]: one causal SDPA call, GQA by enable_gqa."""
+
         def padded(y):
             out = y.new_zeros(*self.shape, *y.shape[1:])
             out[self.which, self.positions] = y

@@ -181,7 +181,9 @@ class Engine:
             slots.append(torch.tensor(s.blocks)[p // bs] * bs + p % bs)  # vectorised: prompts are long
         last = self.upload([e - 1 for _, e in ranges])
         tokens, positions, slots = self.upload(tokens), self.upload(torch.cat(positions)), self.upload(torch.cat(slots))
-        return self.model.prefill(tokens, positions, ranges, self.cache, slots, self.pieces, self.one_call_prefill, last)
+        return self.model.prefill(
+            tokens, positions, ranges, self.cache, slots, self.pieces, self.one_call_prefill, last
+        )
 
     def admit(self, waiting: list, pending: list, running: list, now: float) -> None:
         """Move arrived requests from waiting to pending while the batch and the free blocks allow."""

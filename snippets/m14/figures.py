@@ -36,8 +36,8 @@ COLORS = {
 }
 MODES = {
     "eager": "eager (the model, launched op by op)",
-    "whole_graph": "whole graph (the eager model captured)",
-    "compiled_whole_graph": "compiled pieces, one graph",
+    "whole_graph": "whole graph, the eager model captured (the first server)",
+    "compiled_whole_graph": "compiled pieces, one graph (the server)",
     "piecewise": "compiled pieces, piecewise graphs, attention eager",
 }
 MODE_COLORS = {"eager": "#7f7f7f", "whole_graph": BLUE, "compiled_whole_graph": GREEN, "piecewise": ORANGE}
@@ -112,34 +112,37 @@ def derived(results) -> dict:
     out["decode1"] = {
         "hf_static_over_ours": paired(d1["hf_static_compile"], d1["ours"], lambda a, b: a / b, "x"),
         "hf_dynamic_over_ours": paired(d1["hf_dynamic"], d1["ours"], lambda a, b: a / b, "x"),
+        # the host's share per token at batch 1: ours less the compiled step's device time (buckets)
+        "host_us": d1["ours"]["median"] - _pick(buckets["modes"], batch=1)["us"]["compiled_whole_graph"]["median"],
     }
 
-    poisson = results("m14/poisson")
-    out["poisson"] = {}
-    for side, rounds in poisson["per_round"].items():
-        s = {}
-        for metric in ("ttft_ms", "tpot_ms"):
-            for q in ("p50", "p99"):
-                values = _rounds(rounds, metric, q)
-                s[f"{metric[:4]}_{q}_worst"], s[f"{metric[:4]}_{q}_best"] = max(values), min(values)
-        rates = _rounds(rounds, "tokens_per_s")
-        s["tokens_per_s_lo"], s["tokens_per_s_hi"] = min(rates), max(rates)
-        s["of_offered_lo"] = min(rates) / poisson["offered_tokens_per_s"]
-        s["of_offered_hi"] = max(rates) / poisson["offered_tokens_per_s"]
-        s["span_s_hi"] = tokens / min(rates)  # first arrival to last token
-        s["span_s_lo"] = tokens / max(rates)
-        out["poisson"][side] = s
-    hf = out["poisson"]["hf_continuous"]
-    hf_rounds = poisson["per_round"]["hf_continuous"]
-    tails = [(r["ttft_ms"]["p50"] + NEW_TOKENS_AFTER_FIRST * r["tpot_ms"]["p50"]) / 1e3 for r in hf_rounds]
-    hf["request_s_lo"], hf["request_s_hi"] = min(tails), max(tails)  # one typical request, arrival to last token
-    ours = out["poisson"]["ours"]
-    out["poisson"]["span_gap_s_lo"] = hf["span_s_lo"] - ours["span_s_hi"]
-    out["poisson"]["span_gap_s_hi"] = hf["span_s_hi"] - ours["span_s_lo"]
-    out["poisson"]["hf_over_ours_tpot_p99_worst_case"] = hf["tpot_p99_best"] / ours["tpot_p99_worst"]
-    out["poisson"]["static_over_continuous_ttft_p50_worst_case"] = (
-        out["poisson"]["ours_static"]["ttft_p50_best"] / ours["ttft_p50_worst"]
-    )
+    if "m14/poisson" in results.keys():  # the Poisson run: measured in the first run only
+        poisson = results("m14/poisson")
+        out["poisson"] = {}
+        for side, rounds in poisson["per_round"].items():
+            s = {}
+            for metric in ("ttft_ms", "tpot_ms"):
+                for q in ("p50", "p99"):
+                    values = _rounds(rounds, metric, q)
+                    s[f"{metric[:4]}_{q}_worst"], s[f"{metric[:4]}_{q}_best"] = max(values), min(values)
+            rates = _rounds(rounds, "tokens_per_s")
+            s["tokens_per_s_lo"], s["tokens_per_s_hi"] = min(rates), max(rates)
+            s["of_offered_lo"] = min(rates) / poisson["offered_tokens_per_s"]
+            s["of_offered_hi"] = max(rates) / poisson["offered_tokens_per_s"]
+            s["span_s_hi"] = tokens / min(rates)  # first arrival to last token
+            s["span_s_lo"] = tokens / max(rates)
+            out["poisson"][side] = s
+        hf = out["poisson"]["hf_continuous"]
+        hf_rounds = poisson["per_round"]["hf_continuous"]
+        tails = [(r["ttft_ms"]["p50"] + NEW_TOKENS_AFTER_FIRST * r["tpot_ms"]["p50"]) / 1e3 for r in hf_rounds]
+        hf["request_s_lo"], hf["request_s_hi"] = min(tails), max(tails)  # one typical request, arrival to last token
+        ours = out["poisson"]["ours"]
+        out["poisson"]["span_gap_s_lo"] = hf["span_s_lo"] - ours["span_s_hi"]
+        out["poisson"]["span_gap_s_hi"] = hf["span_s_hi"] - ours["span_s_lo"]
+        out["poisson"]["hf_over_ours_tpot_p99_worst_case"] = hf["tpot_p99_best"] / ours["tpot_p99_worst"]
+        out["poisson"]["static_over_continuous_ttft_p50_worst_case"] = (
+            out["poisson"]["ours_static"]["ttft_p50_best"] / ours["ttft_p50_worst"]
+        )
 
     caps, fine = buckets["captures"], buckets["fine_captures"]
     replay = {r["batch"]: r["us"] for r in buckets["replay_us"]}
@@ -468,88 +471,85 @@ def runs(results) -> dict:
     for run, hardware in RUNS.items():
         race = results("m14/race", hardware=hardware)
         attention = results("m14/attention", hardware=hardware)
-        poisson = results("m14/poisson", hardware=hardware)
-        hf = poisson["per_round"]["hf_continuous"]
-        request_s = [(r["ttft_ms"]["p50"] + NEW_TOKENS_AFTER_FIRST * r["tpot_ms"]["p50"]) / 1e3 for r in hf]
         out[run] = {
             "speedup_vs_hf_best": race["speedup_vs_hf_best"]["median"],
             "gather_batch1_us": _pick(attention["points"], batch=1)["us"]["gathered_sdpa"]["median"],
             "kernel_batch1_us": _pick(attention["points"], batch=1)["us"]["triton_paged"]["median"],
-            "hf_concurrency": poisson["rate_per_s"] * sum(request_s) / len(request_s),
             "static_over_continuous_min": race["continuous_over_static"]["min"],
             "static_over_continuous_max": race["continuous_over_static"]["max"],
         }
+        if "m14/poisson" in results.keys(hardware):  # measured in the first run only
+            poisson = results("m14/poisson", hardware=hardware)
+            hf = poisson["per_round"]["hf_continuous"]
+            request_s = [(r["ttft_ms"]["p50"] + NEW_TOKENS_AFTER_FIRST * r["tpot_ms"]["p50"]) / 1e3 for r in hf]
+            out[run]["hf_concurrency"] = poisson["rate_per_s"] * sum(request_s) / len(request_s)
     return out
 
 
 # ---------------------------------------------------------------- where the offline time goes
 
 
-def gap(results) -> dict:
-    """Where one of our offline runs spends its time, and what the measured compiled decode step would
-    take off it. The run: the race's median time per token over its generated tokens. Its decode: the
-    run's decode steps (all at batch 256) times the batch-256 step's device time from buckets' modes,
-    as the server replays it (``whole``: the eager model captured) and as the compiled pieces in one
-    graph (``compiled``), every slot at a context of 350. ``rest_s``: the run less its decode, the
-    prefill steps and the host's work, which the stored data do not split. ``with_compiled_s``: the run
-    with the compiled step's saving taken off, and HF's best route's run over it: a model built from
-    measured step times, not a measured run. ``target_rest_s``: what prefill and host work would have to
-    shrink to for the 3x target, with the compiled decode step. ``b1_host_us``: at batch 1, our time per
-    output token (decode1) less the replay of bucket 1's graph (buckets, device time): the host's work
-    per step, from two snippets on the same kind of GPU."""
-    race, buckets = results("m14/race"), results("m14/buckets")
-    tokens, t = race["generated_tokens"], race["us_per_token"]
-    steps = race["engine_stats"]["ours"]["decode_steps"]
-    step = _pick(buckets["modes"], batch=256)["us"]
-    ours_s = t["ours"]["median"] * tokens * 1e-6
-    hf_s = t["hf_static_compile"]["median"] * tokens * 1e-6
-    whole_s = steps * step["whole_graph"]["median"] * 1e-6
-    compiled_s = steps * step["compiled_whole_graph"]["median"] * 1e-6
-    with_compiled_s = ours_s - (whole_s - compiled_s)
-    return {
-        "ours_s": ours_s,
-        "hf_best_s": hf_s,
-        "decode_steps": steps,
-        "decode_whole_s": whole_s,
-        "decode_share": whole_s / ours_s,
-        "rest_s": ours_s - whole_s,
-        "decode_compiled_s": compiled_s,
-        "with_compiled_s": with_compiled_s,
-        "hf_over_with_compiled": hf_s / with_compiled_s,
-        "target_s": hf_s / race["races"][0]["bar"],
-        "target_rest_s": hf_s / race["races"][0]["bar"] - compiled_s,
-        "b1_host_us": results("m14/decode1")["us_per_token"]["ours"]["median"]
-        - next(r["us"]["median"] for r in buckets["replay_us"] if r["batch"] == 1),
-    }
+LADDER = {  # our engine in the offline race, one switch added per step (race.py's LADDER)
+    "ours_v1": "the first server",
+    "ours_compiled": "+ compiled layer pieces",
+    "ours_one_call": "+ one prefill attention call a layer",
+    "ours": "+ the host a step ahead: the server",
+}
+PHASES = {
+    "prefill_s": ("prefill steps", ORANGE),
+    "decode_s": ("decode steps", BLUE),
+    "gpu_idle_s": ("GPU idle", "#bdbdbd"),
+}
 
 
-def time_split(results) -> go.Figure:
-    """One offline run over the 256 requests, split: our decode steps (the batch-256 step's device time
-    times the run's decode steps) and the rest (prefill and host work); the same run with the compiled
-    decode step instead (modelled from measured step times); HF's best route, one bar; and the time the
-    3x target allows (a dotted line)."""
-    g = gap(results)
-    rows = ["ours, as measured", "ours, compiled decode step (modelled)", "HF generate, static cache + compile"]
-    parts = [
-        ("decode steps (device time)", [g["decode_whole_s"], g["decode_compiled_s"], None], BLUE),
-        ("prefill and host work", [g["rest_s"], g["rest_s"], None], "#9ecae1"),
-        ("HF's whole run", [None, None, g["hf_best_s"]], ORANGE),
-    ]
+def _median_round(phases: dict) -> dict:
+    """The phases of the round whose wall time is the median of the rounds (an odd count): one real
+    round, whose parts add up to its wall time."""
+    walls = phases["wall_s"]["rounds"]
+    i = sorted(range(len(walls)), key=walls.__getitem__)[len(walls) // 2]
+    return {k: v["rounds"][i] for k, v in phases.items()}
+
+
+def ladder(results) -> dict:
+    """The offline race's ladder: per step of our engine, its time per generated token (median of the
+    rounds), its median round split into prefill steps, decode steps and GPU idle (CUDA events around
+    each step), and its gain over the step before, per round (the earlier step's time over this one's).
+    ``decode_step_us``: a step's decode time over its run's decode steps (all at batch 256), against
+    ``floor_us``: the batch-256 step's weights and keys and values (buckets' context) at the copy rate.
+    ``hf_best_s``: transformers' best route's run (median); ``target_s``: a third of it."""
+    race = results("m14/race")
+    t, tokens, names = race["us_per_token"], race["generated_tokens"], list(LADDER)
+    out = {"steps": {}}
+    for i, name in enumerate(names):
+        step = {"us_per_token": t[name]["median"], **_median_round(race["phases"][name])}
+        step["decode_step_us"] = step["decode_s"] / race["engine_stats"][name]["decode_steps"] * 1e6
+        if i:
+            step["gain"] = paired(t[names[i - 1]], t[name], lambda a, b: a / b, "x")
+        out["steps"][name] = step
+    out["first_over_server"] = paired(t["ours_v1"], t["ours"], lambda a, b: a / b, "x")
+    out["floor_us"] = _floor_us(results, 256)
+    out["decode_over_floor"] = out["steps"]["ours"]["decode_step_us"] / out["floor_us"]
+    out["hf_best_s"] = t[race["hf_best"]]["median"] * tokens * 1e-6
+    out["target_s"] = out["hf_best_s"] / race["races"][0]["bar"]
+    return out
+
+
+def ladder_split(results) -> go.Figure:
+    """Where one offline run's time goes, for each step of the ladder (its median round): prefill steps,
+    decode steps, GPU idle; transformers' best route's whole run; the time the 3x target allows (dotted)."""
+    lad = ladder(results)
+    rows = [LADDER[n] for n in lad["steps"]] + ["HF generate, static cache + compile"]
     fig = go.Figure()
-    for name, xs, color in parts:
-        fig.add_trace(
-            go.Bar(
-                y=rows,
-                x=[x * 1e3 if x is not None else None for x in xs],
-                name=name,
-                orientation="h",
-                marker_color=color,
-                hovertemplate="%{y}: %{x:,.0f} ms<extra>" + name + "</extra>",
-            )
-        )
-    fig.add_vline(x=g["target_s"] * 1e3, line_dash="dot", line_color="#7f7f7f")
-    fig.add_annotation(x=g["target_s"] * 1e3, y=1.0, yref="paper", text="target", showarrow=False, yanchor="bottom")
-    fig.update_layout(barmode="stack", height=340, margin=margin(l=10, t=30), legend=legend(-0.3))
-    fig.update_yaxes(autorange="reversed", automargin=True, title_text="run")
+    for key, (name, color) in PHASES.items():
+        xs = [step[key] * 1e3 for step in lad["steps"].values()] + [None]
+        fig.add_trace(go.Bar(y=rows, x=xs, name=name, orientation="h", marker_color=color,
+                             hovertemplate="%{y}: %{x:,.0f} ms<extra>" + name + "</extra>"))  # fmt: skip
+    fig.add_trace(go.Bar(y=rows, x=[None] * len(lad["steps"]) + [lad["hf_best_s"] * 1e3], name="HF's whole run",
+                         orientation="h", marker_color="#f2b25c",
+                         hovertemplate="%{y}: %{x:,.0f} ms<extra>HF's whole run</extra>"))  # fmt: skip
+    fig.add_vline(x=lad["target_s"] * 1e3, line_dash="dot", line_color="#7f7f7f")
+    fig.add_annotation(x=lad["target_s"] * 1e3, y=1.0, yref="paper", text="target", showarrow=False, yanchor="bottom")
+    fig.update_layout(barmode="stack", height=380, margin=margin(l=10, t=30), legend=legend(-0.3))
+    fig.update_yaxes(autorange="reversed", automargin=True, title_text="engine")
     fig.update_xaxes(title_text="one offline run: 256 requests, 128 new tokens each (ms)", rangemode="tozero")
     return fig

@@ -22,7 +22,7 @@ differently, so a sequence may diverge after some tokens: its first divergence i
 gathered-SDPA fallback instead of the Triton kernel (said in the data)."""
 
 # --8<-- [start:imports]
-import time
+import time  # noqa: I001
 
 import torch
 import transformers
@@ -262,7 +262,9 @@ if __name__ == "__main__":
     print(f"  HF's best: {r['hf_best']}; ours over it: {r['speedup_vs_hf_best']['median']:.2f}x (bar {BAR:g}x)")
     print(f"  continuous over static batching (ours): {r['continuous_over_static']['median']:.2f}x")
     for name, tf in r["teacher_forced"].items():
-        print(f"  teacher-forced in float32, {name}: max gap {tf['max_gap']:.4f} logits (margin {tf['margin']}), "
-              f"argmax equal at {tf['argmax_equal']:.1%} of {tf['positions']} positions")
+        print(
+            f"  teacher-forced in float32, {name}: max gap {tf['max_gap']:.4f} logits (margin {tf['margin']}), "
+            f"argmax equal at {tf['argmax_equal']:.1%} of {tf['positions']} positions"
+        )
     for note in r["notes"]:
         print(f"  note: {note}")
