@@ -49,6 +49,7 @@ SIDES = {
 SIDE_SYMBOLS = {"ours": "circle", "ours_static": "square", "hf_continuous": "diamond"}
 SIDE_OFFSETS = {"ours": -0.22, "ours_static": 0.0, "hf_continuous": 0.22}  # side by side within a percentile
 NEW_TOKENS_AFTER_FIRST = 127  # TPOT's denominator: 128 new tokens, the first one excluded
+LAYERS = 12  # _model.CONFIG's num_hidden_layers (figures stay torch-free, so _model is not imported)
 
 
 def _pick(points: list[dict], **fields) -> dict:
@@ -169,11 +170,13 @@ def derived(results) -> dict:
     poisson_batches = next(s for s in buckets["schedules"] if s["schedule"] == "poisson")["decode_batches"]
     out["buckets"]["poisson_share_le_16"] = sum(n <= 16 for n in poisson_batches) / len(poisson_batches)
     out["buckets"]["poisson_max_batch"] = max(poisson_batches)
+    out["buckets"]["poisson_first_decode_batch"] = poisson_batches[0]  # how many had piled up by the first decode
     out["buckets"]["replay_32_minus_24_us"] = replay[32]["median"] - replay[24]["median"]
     out["buckets"]["replay_per_slot_16_to_256_us"] = (replay[256]["median"] - replay[16]["median"]) / (256 - 16)
 
     out["modes"] = {}
     step_1_us = next(m for m in buckets["modes"] if m["batch"] == 1)["us"]["whole_graph"]["median"]
+    compiled_1_us = next(m for m in buckets["modes"] if m["batch"] == 1)["us"]["compiled_whole_graph"]["median"]
     for m in buckets["modes"]:
         u = m["us"]
         floor = _floor_us(results, m["batch"])
@@ -193,6 +196,7 @@ def derived(results) -> dict:
             "layers": (graphs - 2) // 2,
             "floor_us": floor,
             "whole_over_batch1": u["whole_graph"]["median"] / step_1_us,
+            "compiled_over_batch1": u["compiled_whole_graph"]["median"] / compiled_1_us,
             "whole_over_floor": u["whole_graph"]["median"] / floor,
             "compiled_over_floor": u["compiled_whole_graph"]["median"] / floor,
         }
@@ -391,7 +395,7 @@ def buckets(results) -> go.Figure:
         go.Bar(
             x=sizes,
             y=[counts[n] for n in sizes],
-            marker_color="#9ecae1",
+            marker_color="#3182bd",
             name="decode steps at this batch",
             hovertemplate="batch %{x}: %{y} steps<extra></extra>",
         ),
@@ -399,12 +403,24 @@ def buckets(results) -> go.Figure:
         col=2,
     )
     top = min(b for b in pow2 if b >= max(sizes))  # the bucket the largest batch pads to
-    for b in sorted(pow2):
-        if b <= top:
-            fig.add_vline(x=b, line_dash="dot", line_color=BLUE, row=1, col=2)
-    for b in sorted(set(data["vllm_sizes"]) - pow2):  # vLLM's sizes that are not powers of two
-        if b <= top:
-            fig.add_vline(x=b, line_dash="dash", line_color=ORANGE, row=1, col=2)
+    marks = [  # each set's buckets as ticks under the bars (vLLM's: those that are not powers of two)
+        ("power-of-two bucket", sorted(b for b in pow2 if b <= top), BLUE),
+        ("vLLM's other buckets", sorted(b for b in set(data["vllm_sizes"]) - pow2 if b <= top), ORANGE),
+    ]
+    for name, xs, color in marks:
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=[0] * len(xs),
+                mode="markers",
+                marker={"symbol": "triangle-up", "size": 9, "color": color},
+                cliponaxis=False,
+                name=name,
+                hovertemplate="bucket %{x}<extra>" + name + "</extra>",
+            ),
+            row=1,
+            col=2,
+        )
     ticks = sorted(pow2)
     fig.update_xaxes(
         type="log",
@@ -415,7 +431,7 @@ def buckets(results) -> go.Figure:
         col=1,
     )
     fig.update_xaxes(
-        title_text="real decode batch (dotted: powers of two; dashed: vLLM)",
+        title_text="real decode batch (triangles: each set's buckets)",
         row=1,
         col=2,
     )
@@ -529,6 +545,12 @@ def ladder(results) -> dict:
     out["first_over_server"] = paired(t["ours_v1"], t["ours"], lambda a, b: a / b, "x")
     out["floor_us"] = _floor_us(results, 256)
     out["decode_over_floor"] = out["steps"]["ours"]["decode_step_us"] / out["floor_us"]
+    replay = _pick(results("m14/buckets")["modes"], batch=256)["us"]["compiled_whole_graph"]["median"]
+    out["replay_over_floor"] = replay / out["floor_us"]
+    # the paged attention's share of that replay: twelve layer calls at batch 256 (attention.py's
+    # contexts, the workload's prompts plus 64 decoded tokens: about the replay's context of 350)
+    layer_us = _pick(results("m14/attention")["points"], batch=256)["us"]["triton_paged"]["median"]
+    out["attention_share"] = LAYERS * layer_us / replay
     out["hf_best_s"] = t[race["hf_best"]]["median"] * tokens * 1e-6
     out["target_s"] = out["hf_best_s"] / race["races"][0]["bar"]
     return out
