@@ -411,7 +411,7 @@ def buckets(results) -> go.Figure:
         fig.add_trace(
             go.Scatter(
                 x=xs,
-                y=[0] * len(xs),
+                y=[-0.06 * max(counts.values())] * len(xs),  # just under the axis: no bar hides behind a mark
                 mode="markers",
                 marker={"symbol": "triangle-up", "size": 9, "color": color},
                 cliponaxis=False,
@@ -567,7 +567,7 @@ def ladder_split(results) -> go.Figure:
         fig.add_trace(go.Bar(y=rows, x=xs, name=name, orientation="h", marker_color=color,
                              hovertemplate="%{y}: %{x:,.0f} ms<extra>" + name + "</extra>"))  # fmt: skip
     fig.add_trace(go.Bar(y=rows, x=[None] * len(lad["steps"]) + [lad["hf_best_s"] * 1e3], name="HF's whole run",
-                         orientation="h", marker_color="#f2b25c",
+                         orientation="h", marker_color=BROWN,
                          hovertemplate="%{y}: %{x:,.0f} ms<extra>HF's whole run</extra>"))  # fmt: skip
     fig.add_vline(x=lad["target_s"] * 1e3, line_dash="dot", line_color="#7f7f7f")
     fig.add_annotation(x=lad["target_s"] * 1e3, y=1.0, yref="paper", text="target", showarrow=False, yanchor="bottom")
