@@ -14,7 +14,7 @@ torch.
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from coursekit.plotting import BLUE, BROWN, GREEN, ORANGE, RUNS, WHISKERS, legend, margin
+from coursekit.plotting import BLUE, BROWN, GREEN, ORANGE, PURPLE, RUNS, WHISKERS, legend, margin
 
 # torch-free: figures run at site-build time without torch
 from coursekit.stats import error_bars, paired
@@ -171,6 +171,8 @@ def derived(results) -> dict:
     out["buckets"]["poisson_share_le_16"] = sum(n <= 16 for n in poisson_batches) / len(poisson_batches)
     out["buckets"]["poisson_max_batch"] = max(poisson_batches)
     out["buckets"]["poisson_first_decode_batch"] = poisson_batches[0]  # how many had piled up by the first decode
+    # the arrivals' span: the requests (real decode slots over each request's decode steps) over the rate
+    out["buckets"]["poisson_arrival_span_s"] = pw["real_slots"] / NEW_TOKENS_AFTER_FIRST / buckets["poisson_rate_per_s"]
     out["buckets"]["replay_32_minus_24_us"] = replay[32]["median"] - replay[24]["median"]
     out["buckets"]["replay_per_slot_16_to_256_us"] = (replay[256]["median"] - replay[16]["median"]) / (256 - 16)
 
@@ -354,9 +356,9 @@ def latency(results) -> go.Figure:
 def buckets(results) -> go.Figure:
     """Left: the replay time of each captured decode graph (every slot at a context of 350), for the
     power-of-two set and vLLM's default sizes. Right: how often each decode batch size occurred in the
-    Poisson schedule (32 requests/s), with both sets' buckets marked: the power-of-two ones dotted in
-    blue, vLLM's others dashed in orange. The left panel's batch axis is logarithmic, so that 1 to 32,
-    where the right panel's batches lie, is not squeezed against its edge."""
+    Poisson schedule (buckets' rate), with both sets' buckets marked as triangles under the axis: the
+    power-of-two ones in blue, vLLM's others in orange. The left panel's batch axis is logarithmic, so
+    that the small batches are not squeezed against its edge."""
     data = results("m14/buckets")
     fig = make_subplots(
         rows=1,
@@ -567,7 +569,7 @@ def ladder_split(results) -> go.Figure:
         fig.add_trace(go.Bar(y=rows, x=xs, name=name, orientation="h", marker_color=color,
                              hovertemplate="%{y}: %{x:,.0f} ms<extra>" + name + "</extra>"))  # fmt: skip
     fig.add_trace(go.Bar(y=rows, x=[None] * len(lad["steps"]) + [lad["hf_best_s"] * 1e3], name="HF's whole run",
-                         orientation="h", marker_color=BROWN,
+                         orientation="h", marker_color=PURPLE,
                          hovertemplate="%{y}: %{x:,.0f} ms<extra>HF's whole run</extra>"))  # fmt: skip
     fig.add_vline(x=lad["target_s"] * 1e3, line_dash="dot", line_color="#7f7f7f")
     fig.add_annotation(x=lad["target_s"] * 1e3, y=1.0, yref="paper", text="target", showarrow=False, yanchor="bottom")
