@@ -171,7 +171,8 @@ def derived(results) -> dict:
     out["buckets"]["poisson_share_le_16"] = sum(n <= 16 for n in poisson_batches) / len(poisson_batches)
     out["buckets"]["poisson_max_batch"] = max(poisson_batches)
     out["buckets"]["poisson_first_decode_batch"] = poisson_batches[0]  # how many had piled up by the first decode
-    # the arrivals' span: the requests (real decode slots over each request's decode steps) over the rate
+    # the arrivals' expected span, n / rate (n: real decode slots over each request's 127 decode steps);
+    # the seeded arrivals end a little earlier
     out["buckets"]["poisson_arrival_span_s"] = pw["real_slots"] / NEW_TOKENS_AFTER_FIRST / buckets["poisson_rate_per_s"]
     out["buckets"]["replay_32_minus_24_us"] = replay[32]["median"] - replay[24]["median"]
     out["buckets"]["replay_per_slot_16_to_256_us"] = (replay[256]["median"] - replay[16]["median"]) / (256 - 16)
@@ -356,8 +357,8 @@ def latency(results) -> go.Figure:
 def buckets(results) -> go.Figure:
     """Left: the replay time of each captured decode graph (every slot at a context of 350), for the
     power-of-two set and vLLM's default sizes. Right: how often each decode batch size occurred in the
-    Poisson schedule (buckets' rate), with both sets' buckets marked as triangles under the axis: the
-    power-of-two ones in blue, vLLM's others in orange. The left panel's batch axis is logarithmic, so
+    Poisson schedule (buckets' rate), with both sets' buckets marked under the axis: the
+    power-of-two ones as blue triangles, vLLM's others as orange diamonds. The left panel's batch axis is logarithmic, so
     that the small batches are not squeezed against its edge."""
     data = results("m14/buckets")
     fig = make_subplots(
@@ -409,13 +410,14 @@ def buckets(results) -> go.Figure:
         ("power-of-two bucket", sorted(b for b in pow2 if b <= top), BLUE),
         ("vLLM's other buckets", sorted(b for b in set(data["vllm_sizes"]) - pow2 if b <= top), ORANGE),
     ]
+    symbols = {BLUE: "triangle-up", ORANGE: "diamond"}  # the two sets differ in shape, not only in colour
     for name, xs, color in marks:
         fig.add_trace(
             go.Scatter(
                 x=xs,
                 y=[-0.06 * max(counts.values())] * len(xs),  # just under the axis: no bar hides behind a mark
                 mode="markers",
-                marker={"symbol": "triangle-up", "size": 9, "color": color},
+                marker={"symbol": symbols[color], "size": 9, "color": color},
                 cliponaxis=False,
                 name=name,
                 hovertemplate="bucket %{x}<extra>" + name + "</extra>",
@@ -433,7 +435,7 @@ def buckets(results) -> go.Figure:
         col=1,
     )
     fig.update_xaxes(
-        title_text="real decode batch (triangles: each set's buckets)",
+        title_text="real decode batch (marks: each set's buckets)",
         row=1,
         col=2,
     )
