@@ -357,9 +357,9 @@ def latency(results) -> go.Figure:
 def buckets(results) -> go.Figure:
     """Left: the replay time of each captured decode graph (every slot at a context of 350), for the
     power-of-two set and vLLM's default sizes. Right: how often each decode batch size occurred in the
-    Poisson schedule (buckets' rate), with both sets' buckets marked under the axis: the
-    power-of-two ones as blue triangles, vLLM's others as orange diamonds. The left panel's batch axis is logarithmic, so
-    that the small batches are not squeezed against its edge."""
+    Poisson schedule (buckets' rate), with both sets' buckets marked under the axis: the power-of-two
+    ones as blue triangles, vLLM's others as orange diamonds. The left panel's batch axis is
+    logarithmic, so that the small batches are not squeezed against its edge."""
     data = results("m14/buckets")
     fig = make_subplots(
         rows=1,
