@@ -71,6 +71,10 @@ def child_env(**extra):
     ~8 s on a cold cache) are paid once per run, not once per worker. Snippets that time cold
     compiles make their own empty cache (torch._inductor.utils.fresh_cache), as on the GPU."""
     env = dict(os.environ, **extra)
+    # pytest names the running test here, so the variable changes with every test: a child would
+    # see a test's name no reader has, and each fork server (whose environment must equal its
+    # children's) would be started again for every test, paying torch's import each time
+    env.pop("PYTEST_CURRENT_TEST", None)
     if _child_tmp is not None:
         env["TMPDIR"] = str(_child_tmp)
     if _inductor_dir is not None and "TORCHINDUCTOR_CACHE_DIR" not in extra:

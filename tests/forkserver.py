@@ -6,11 +6,12 @@ pays as much again to import its machinery (torch._dynamo, which imports triton,
 compile_fx), which the code blocks' server therefore imports too (``COMPILER``). A child forked from
 this server starts with those already in sys.modules and nothing else of anyone's: no state of a
 test, no compiled code, no configuration changed (importing them draws no random number and starts
-no thread). Its environment, working folder, argv and sys.path[0] are those the fresh interpreter
-would have had, and its stdout and stderr go to files. What cannot be the same is anything read from
-the environment while those modules are imported; so code that touches the environment, or starts
-processes through multiprocessing (which re-imports __main__), runs in a fresh interpreter instead
-(``needs_fresh``).
+no thread); the compiling server has also asked Inductor once which vector instruction sets the CPU
+runs, an answer every child would get the same. Its environment, working folder, argv and
+sys.path[0] are those the fresh interpreter would have had, and its stdout and stderr go to files.
+What cannot be the same is anything read from the environment while those modules are imported; so
+code that touches the environment, or starts processes through multiprocessing (which re-imports
+__main__), runs in a fresh interpreter instead (``needs_fresh``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,12 @@ import json, os, runpy, sys, traceback
 import importlib
 for _name in sys.argv[1].split(","):  # the point of the server: imported once (torch, and triton unless told)
     importlib.import_module(_name)
+if "torch._inductor.compile_fx" in sys.argv[1].split(","):
+    # A compile on the CPU first probes which vector instruction sets the machine runs (Inductor builds
+    # a test program per set and loads it in a child interpreter: about 1.4 s here) and caches the list
+    # for the process: a fact of the machine, the same in every child, so the server probes it once.
+    from torch._inductor.cpu_vec_isa import valid_vec_isa_list
+    valid_vec_isa_list()
 
 def child(req):
     for fd, path in ((1, req["out"]), (2, req["err"])):
