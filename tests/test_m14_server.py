@@ -46,8 +46,10 @@ ENGINES = {
     "eager_unpadded": dict(block_size=4, cuda_graphs=False),
     "waits_for_blocks": dict(block_size=4, num_blocks=9, max_batch=3),  # 8 usable blocks: about two at a time
     "no_overlap": dict(block_size=4, overlap=False),  # the host reads every step's tokens before the next
-    "prompt_by_prompt": dict(block_size=4, one_call_prefill=False),  # one attention call per prompt per layer
-    "first_version": dict(block_size=4, overlap=False, one_call_prefill=False, compiled=False),
+    "padded_prefill": dict(block_size=4, prefill_graphs=False),  # one SDPA call a layer over the padded prompts
+    "prompt_by_prompt": dict(block_size=4, one_call_prefill=False, prefill_graphs=False),  # one per prompt
+    "first_version": dict(block_size=4, overlap=False, one_call_prefill=False, compiled=False, prefill_graphs=False),
+    "small_prefill_buckets": dict(block_size=4, prefill_buckets=(8, 16), max_prefill_tokens=24),
 }
 
 
@@ -73,6 +75,31 @@ def test_engine_generates_the_plain_loops_tokens(models, reqs_and_refs, name):
         assert s["padded_slots"] == expected and expected[8] > 0 and set(s["decode_batches"]) == {6, 1}
     if name == "static":  # the second batch starts only after the first finished
         assert s["prefill_steps"] == 2 and s["decode_batches"][:4] == [4, 4, 4, 4]
+
+
+def test_prefill_layout_covers_the_bucket(models):
+    engine = server.Engine(models[1], attention="gather", max_model_len=64, block_size=4, prefill_buckets=(32, 256))
+    assert engine.prefill_buckets == [32, 256, 16384] and engine.max_len == 64
+    assert engine.prefill_slots(32) == (2, 3)  # two prompts; a third sequence for the padding
+    assert engine.prefill_layout(32, [5, 9]) == ([0, 5, 14, 32], [4, 13])
+    assert engine.prefill_layout(32, [5, 9, 1]) is None and engine.prefill_layout(32, [33]) is None
+    cu, last = engine.prefill_layout(256, [5, 9, 1])  # padding of 241 tokens in pieces of at most 64
+    assert cu[:8] == [0, 5, 14, 15, 79, 143, 207, 256] and set(cu[8:]) == {256} and len(cu) == 16 + 4 + 1
+    assert last == [4, 13, 14] + [0] * 13
+
+
+def test_varlen_attention_is_each_prompts_causal_attention(models):
+    ours = models[1]
+    torch.manual_seed(4)
+    lengths = (5, 0, 1, 9, 3)  # an empty sequence too, as a bucket's unused entries are
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
+    n, h, kv, d = int(cu[-1]), ours.heads, ours.kv_heads, ours.head_dim
+    q, k, v = torch.randn(n, h, d), torch.randn(n, kv, d), torch.randn(n, kv, d)
+    got = model_mod.varlen_attention(q, k, v, cu, max(lengths))
+    ranges = [(s, e) for s, e in zip(cu.tolist(), cu[1:].tolist()) if e > s]
+    positions = torch.cat([torch.arange(e - s) for s, e in ranges])
+    ref = model_mod.PaddedPrompts(ranges, positions).attention(q, k, v)
+    assert (got - ref).abs().max().item() < 1e-5
 
 
 def test_one_prefill_call_per_layer_equals_one_per_prompt(models):

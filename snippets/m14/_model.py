@@ -23,6 +23,7 @@ import functools
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention.varlen import varlen_attn
 
 # --8<-- [end:imports]
 
@@ -122,6 +123,24 @@ def attention_out(x, attn, o_w, norm_w, gate_up_w, down_w, eps: float):
 PIECES = (attention_in, attention_out)  # a layer's two pieces around attention, uncompiled
 
 
+def varlen_attention(q, k, v, cu_seqlens, max_len: int):
+    """Causal attention within each sequence of a packed row, with no padding: q [N, H, D], k and v
+    [N, Hkv, D] -> [N, H, D]; sequence j is rows cu_seqlens[j]:cu_seqlens[j + 1] (int32, on the
+    device; empty sequences allowed), none longer than max_len. On a GPU, FlashAttention's
+    variable-length kernel (varlen_attn), which reads the grouped key/value heads where they lie;
+    window_size (-1, 0): every key before the query, none after, so causal. One call, all shapes
+    fixed: a CUDA graph captures it. On a CPU (no FlashAttention), one SDPA call per sequence,
+    reading the boundaries on the host."""
+    if q.is_cuda:
+        return varlen_attn(q, k, v, cu_seqlens, cu_seqlens, max_len, max_len, window_size=(-1, 0))
+    out, cu = torch.zeros_like(q), cu_seqlens.tolist()
+    for s, e in zip(cu, cu[1:]):
+        if e > s:
+            qs, ks, vs = (y[s:e].transpose(0, 1)[None] for y in (q, k, v))
+            out[s:e] = F.scaled_dot_product_attention(qs, ks, vs, is_causal=True, enable_gqa=True)[0].transpose(0, 1)
+    return out
+
+
 @functools.cache
 def compiled_pieces():
     """The two pieces compiled once for every layer (weights are arguments) and every batch size
@@ -197,20 +216,24 @@ class Llama(nn.Module):
         return self.logits(x).view(b, t, -1)
 
     def prefill(self, tokens, positions, seq_ranges: list[tuple[int, int]], cache, slot_mapping, pieces=PIECES,
-                one_call=True, last=None):  # fmt: skip
+                one_call=True, last=None, varlen=None):  # fmt: skip
         """New prompts packed into one row: tokens and positions [N]; seq_ranges [(start, end)] per
         prompt; each token's K/V written to cache at slot_mapping [N]. Attention is causal within each
-        prompt (no prefix is cached, so a prompt never reads the cache): with one_call, one SDPA call
-        per layer over the prompts padded to the longest (packed_causal_attention); otherwise one SDPA
-        call per prompt per layer. last: the index of each prompt's last token [P] on the device
-        (made here from seq_ranges if None). Returns the greedy next token of each prompt [P]."""
+        prompt (no prefix is cached, so a prompt never reads the cache), three ways: with varlen
+        (cu_seqlens, max_len) on the device, one varlen_attention call per layer (seq_ranges unused:
+        nothing here reads the host, so a CUDA graph captures it); else with one_call, one SDPA call
+        per layer over the prompts padded to the longest (PaddedPrompts); else one SDPA call per
+        prompt per layer. last: the index of each prompt's last token [P] on the device (made here
+        from seq_ranges if None). Returns the greedy next token of each prompt [P]."""
         pre, post = pieces
-        pad = PaddedPrompts(seq_ranges, positions) if one_call else None
+        pad = PaddedPrompts(seq_ranges, positions) if one_call and varlen is None else None
         x = self.model.embed_tokens(tokens)
         for i in range(len(self.model.layers)):
             q, k, v = self.pre_attention(i, x, positions, pre)
             cache.write(i, slot_mapping, k, v)
-            if one_call:
+            if varlen is not None:
+                attn = varlen_attention(q, k, v, *varlen)
+            elif one_call:
                 attn = pad.attention(q, k, v)
             else:
                 attn = torch.empty_like(q)

@@ -16,7 +16,7 @@ only when the previous one has wholly finished.
 Decode runs padded to the smallest bucket >= the batch: one CUDA graph per bucket, captured at
 start-up (largest first, all in one shared memory pool, as vLLM captures its sizes) over static
 input buffers; padding slots read and write the cache's dummy block 0 and their tokens are dropped.
-Greedy sampling (argmax) is inside the graph. Three switches, each a step of the chapter's ladder:
+Greedy sampling (argmax) is inside the graph. Four switches, each a step of the chapter's ladder:
 - ``compiled``: the two pieces of each layer around attention run compiled (_model.compiled_pieces)
   in prefill and inside the decode graphs (on a CPU they run uncompiled);
 - ``one_call_prefill``: prefill attention is one SDPA call per layer over the padded prompts,
@@ -26,7 +26,15 @@ Greedy sampling (argmax) is inside the graph. Three switches, each a step of the
   pinned memory without a sync, and the sampled tokens come back asynchronously. The host reads a
   step's tokens only after it has launched the next step (vLLM's asynchronous scheduling), so it
   prepares step n + 1 while the GPU runs step n. Without it, every step ends with the host reading
-  its tokens (a device sync) before it builds the next one.
+  its tokens (a device sync) before it builds the next one;
+- ``prefill_graphs``: prefill replays a CUDA graph too. The packed prompts are padded to the smallest
+  of PREFILL_BUCKETS (token counts) that holds them, and that bucket's graph, captured at start-up
+  over static inputs, runs the whole prefill: its attention is one variable-length FlashAttention
+  call per layer (_model.varlen_attention: each prompt attends to itself, with no padding per prompt;
+  the padding tokens at the end form sequences of their own, written to the dummy block 0, their
+  outputs dropped). Without it, prefill runs eagerly and the host launches each of its kernels from
+  Python, many times the GPU's work for one prompt: under arrivals, that host time is most of the
+  time to first token. On a CPU the padded row runs eagerly (attention one SDPA call per prompt).
 A token's time is time.perf_counter() when the host has read it, from the start of the run. With
 cuda_graphs=False the decode runs eagerly at the batch's own size; on a CPU with cuda_graphs=True
 it runs eagerly but padded to the bucket (so the tests check the padding).
@@ -46,6 +54,7 @@ from _paged import PagedCache, layer_attention
 # --8<-- [end:imports]
 
 BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+PREFILL_BUCKETS = (256, 512, 1024, 2048, 4096, 8192, 16384)  # prefill's token counts, each a graph
 
 
 # --8<-- [start:engine]
@@ -63,7 +72,8 @@ class Seq:
 class Engine:
     def __init__(self, model, *, max_batch=256, block_size=16, num_blocks=None, buckets=BUCKETS, cuda_graphs=True,
                  max_prefill_tokens=16384, continuous=True, attention="triton", max_model_len=None, compiled=True,
-                 one_call_prefill=True, overlap=True):  # fmt: skip
+                 one_call_prefill=True, overlap=True, prefill_graphs=True,
+                 prefill_buckets=PREFILL_BUCKETS):  # fmt: skip
         c, w = model.config, model.lm_head.weight
         self.model, self.device, self.continuous = model, w.device, continuous
         self.max_batch, self.max_prefill_tokens = max_batch, max_prefill_tokens
@@ -84,6 +94,10 @@ class Engine:
         self.lens = torch.ones(top, dtype=torch.int32, device=w.device)
         self.graphs, self.outputs, self.captures = {}, {}, []
         self.pad, self.use_graphs = cuda_graphs, cuda_graphs and self.cuda  # padded eagerly on a CPU
+        self.prefill_pad = prefill_graphs and cuda_graphs  # on a CPU: padded to the bucket, run eagerly
+        self.prefill_buckets = sorted({b for b in prefill_buckets if b < max_prefill_tokens} | {max_prefill_tokens})
+        self.max_len = self.width * block_size  # no prompt is longer: attention's longest sequence
+        self.prefill_graphs, self.prefill_io = {}, {}
         self.stats: dict = {}
         if self.use_graphs:
             self.capture_all()
@@ -125,6 +139,65 @@ class Engine:
                 "reserved_growth_bytes": torch.cuda.memory_reserved() - reserved,
                 "device_free_drop_bytes": free - torch.cuda.mem_get_info()[0],
             })  # fmt: skip
+        if self.prefill_pad:
+            self.capture_prefill()
+
+    def prefill_slots(self, t: int) -> tuple[int, int]:
+        """Bucket t's capacity: (prompts, sequences): the prompts whose last tokens it reads, and the
+        entries of its cu_seqlens (the prompts, then the padding in pieces of at most max_len)."""
+        prompts = min(self.max_batch, max(1, t // 16))
+        return prompts, prompts + -(-t // min(t, self.max_len))
+
+    def prefill_layout(self, t: int, lengths: list[int]):
+        """Prompts of these lengths packed into bucket t: (cu_seqlens, last), both padded to the
+        bucket's capacity; None if they do not fit. The padding tokens after the prompts form
+        sequences of their own (at most max_len each; their outputs are dropped), and the unused
+        entries are empty sequences at the end."""
+        prompts, seqs = self.prefill_slots(t)
+        n, longest = sum(lengths), min(t, self.max_len)
+        if n > t or len(lengths) > prompts:
+            return None
+        cu = [0]
+        for length in lengths:
+            cu.append(cu[-1] + length)
+        last = [e - 1 for e in cu[1:]]
+        while cu[-1] < t:
+            cu.append(min(t, cu[-1] + longest))
+        return cu + [t] * (seqs + 1 - len(cu)), last + [0] * (prompts - len(last))
+
+    @torch.no_grad()
+    def run_prefill(self, t: int):
+        """The prefill over bucket t's static inputs (eager; what its graph captures)."""
+        io = self.prefill_io[t]
+        return self.model.prefill(
+            io["tokens"], io["positions"], None, self.cache, io["slots"], self.pieces,
+            last=io["last"], varlen=(io["cu"], min(t, self.max_len)),
+        )  # fmt: skip
+
+    def capture_prefill(self) -> None:
+        """One graph per prefill bucket (largest first, in the decode graphs' pool), over static
+        inputs: token ids, positions, cache slots (padding: token 0 at position 0, into the dummy
+        block 0), cu_seqlens and the prompts' last tokens."""
+        dev = self.device
+        for t in reversed(self.prefill_buckets):
+            cu, last = self.prefill_layout(t, [])
+            self.prefill_io[t] = {
+                "tokens": torch.zeros(t, dtype=torch.long, device=dev),
+                "positions": torch.zeros(t, dtype=torch.long, device=dev),
+                "slots": torch.zeros(t, dtype=torch.long, device=dev),
+                "cu": torch.tensor(cu, dtype=torch.int32, device=dev),
+                "last": torch.tensor(last, dtype=torch.long, device=dev),
+            }
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                self.run_prefill(t)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=self.pool):
+                self.prefill_io[t]["out"] = self.run_prefill(t)
+            torch.cuda.synchronize()
+            self.prefill_graphs[t] = graph
 
     def decode_inputs(self, running: list, b: int) -> None:
         """Fill the static inputs for the first b slots (padding slots: token 0 at position 0 of block
@@ -168,22 +241,45 @@ class Engine:
 
     @torch.no_grad()
     def prefill_step(self, seqs: list):
-        """The new prompts packed into one row; each token's K/V goes to its block's slot. Returns
-        each prompt's first token, on the device."""
-        bs, tokens, positions, slots, ranges = self.cache.block_size, [], [], [], []
+        """The new prompts packed into one row; each token's K/V goes to its block's slot. With
+        prefill graphs, the row is padded to the smallest bucket that holds it and the bucket's graph
+        replays (on a CPU, the same padded row runs eagerly). Returns each prompt's first token, on
+        the device."""
+        bs, tokens, positions, slots, lengths = self.cache.block_size, [], [], [], [len(s.prompt) for s in seqs]
         for s in seqs:
-            n = len(s.prompt)
-            start = ranges[-1][1] if ranges else 0
-            ranges.append((start, start + n))
             tokens += s.prompt
-            p = torch.arange(n)
+            p = torch.arange(len(s.prompt))
             positions.append(p)
             slots.append(torch.tensor(s.blocks)[p // bs] * bs + p % bs)  # vectorised: prompts are long
-        last = self.upload([e - 1 for _, e in ranges])
-        tokens, positions, slots = self.upload(tokens), self.upload(torch.cat(positions)), self.upload(torch.cat(slots))
-        return self.model.prefill(
-            tokens, positions, ranges, self.cache, slots, self.pieces, self.one_call_prefill, last
-        )
+        n, fits = len(tokens), lambda t: t >= len(tokens) and len(seqs) <= self.prefill_slots(t)[0]
+        t = next((t for t in self.prefill_buckets if fits(t)), None) if self.prefill_pad else None
+        if t is None:  # one eager prefill at the prompts' own length
+            ranges = [(e - length, e) for e, length in zip(torch.tensor(lengths).cumsum(0).tolist(), lengths)]
+            last = self.upload([e - 1 for _, e in ranges])
+            tokens, positions = self.upload(tokens), self.upload(torch.cat(positions))
+            return self.model.prefill(
+                tokens, positions, ranges, self.cache, self.upload(torch.cat(slots)), self.pieces,
+                self.one_call_prefill, last,
+            )  # fmt: skip
+        cu, last = self.prefill_layout(t, lengths)
+        padding = torch.zeros(t - n, dtype=torch.long)  # token 0 at position 0, into slot 0 of the dummy block 0
+        inputs = {
+            "tokens": self.upload(tokens + [0] * (t - n)), "positions": self.upload(torch.cat([*positions, padding])),
+            "slots": self.upload(torch.cat([*slots, padding])), "cu": self.upload(cu, torch.int32),
+            "last": self.upload(last),
+        }  # fmt: skip
+        self.stats["prefill_padding"] = self.stats.get("prefill_padding", 0) + t - n
+        if not self.use_graphs:
+            out = self.model.prefill(
+                inputs["tokens"], inputs["positions"], None, self.cache, inputs["slots"], self.pieces,
+                last=inputs["last"], varlen=(inputs["cu"], min(t, self.max_len)),
+            )  # fmt: skip
+            return out[: len(seqs)]
+        io = self.prefill_io[t]
+        for name, value in inputs.items():
+            io[name].copy_(value, non_blocking=True)
+        self.prefill_graphs[t].replay()
+        return io["out"][: len(seqs)].clone()  # the next replay of this bucket overwrites io["out"]
 
     def admit(self, waiting: list, pending: list, running: list, now: float) -> None:
         """Move arrived requests from waiting to pending while the batch and the free blocks allow."""

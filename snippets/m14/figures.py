@@ -513,7 +513,8 @@ LADDER = {  # our engine in the offline race, one switch added per step (race.py
     "ours_v1": "the first server",
     "ours_compiled": "+ compiled layer pieces",
     "ours_one_call": "+ one prefill attention call a layer",
-    "ours": "+ the host a step ahead: the server",
+    "ours_overlap": "+ the host a step ahead",
+    "ours": "+ prefill from CUDA graphs: the server",
 }
 PHASES = {
     "prefill_s": ("prefill steps", ORANGE),

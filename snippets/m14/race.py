@@ -38,10 +38,11 @@ from coursekit.bench import device_name, rate, summarize
 PROCESSES = 1  # one process: its warm-up compiles for about a minute; ROUNDS interleaved rounds give the spread
 ROUNDS = 5
 LADDER = {  # our engine, one step at a time (each adds a switch of _server.Engine to the one before)
-    "ours_v1": dict(compiled=False, one_call_prefill=False, overlap=False),  # the chapter's first server
-    "ours_compiled": dict(compiled=True, one_call_prefill=False, overlap=False),  # + the layer pieces compiled
-    "ours_one_call": dict(compiled=True, one_call_prefill=True, overlap=False),  # + one prefill attention call
-    "ours": dict(compiled=True, one_call_prefill=True, overlap=True),  # + the host a step ahead: the server
+    "ours_v1": dict(compiled=False, one_call_prefill=False, overlap=False, prefill_graphs=False),  # the first
+    "ours_compiled": dict(compiled=True, one_call_prefill=False, overlap=False, prefill_graphs=False),  # + compiled
+    "ours_one_call": dict(compiled=True, one_call_prefill=True, overlap=False, prefill_graphs=False),  # + one call
+    "ours_overlap": dict(compiled=True, one_call_prefill=True, overlap=True, prefill_graphs=False),  # + a step ahead
+    "ours": dict(compiled=True, one_call_prefill=True, overlap=True, prefill_graphs=True),  # + prefill graphs
 }
 CLOCK = {"prefill_s": "device", "decode_s": "device"}  # the phases timed by CUDA events; the rest by the host
 MARGIN = 0.1  # teacher-forced check: each of our tokens within this many logits of HF's float32 top logit
