@@ -124,13 +124,10 @@ PIECES = (attention_in, attention_out)  # a layer's two pieces around attention,
 
 
 def varlen_attention(q, k, v, cu_seqlens, max_len: int):
-    """Causal attention within each sequence of a packed row, with no padding: q [N, H, D], k and v
-    [N, Hkv, D] -> [N, H, D]; sequence j is rows cu_seqlens[j]:cu_seqlens[j + 1] (int32, on the
-    device; empty sequences allowed), none longer than max_len. On a GPU, FlashAttention's
-    variable-length kernel (varlen_attn), which reads the grouped key/value heads where they lie;
-    window_size (-1, 0): every key before the query, none after, so causal. One call, all shapes
-    fixed: a CUDA graph captures it. On a CPU (no FlashAttention), one SDPA call per sequence,
-    reading the boundaries on the host."""
+    """Causal attention within each sequence of a packed row: q [N, H, D], k and v [N, Hkv, D];
+    sequence j is rows cu_seqlens[j]:cu_seqlens[j + 1] (int32, on the device), none longer than
+    max_len. On a GPU, FlashAttention's variable-length kernel (window (-1, 0): causal), capturable;
+    on a CPU, one SDPA call per sequence."""
     if q.is_cuda:
         return varlen_attn(q, k, v, cu_seqlens, cu_seqlens, max_len, max_len, window_size=(-1, 0))
     out, cu = torch.zeros_like(q), cu_seqlens.tolist()
@@ -217,14 +214,11 @@ class Llama(nn.Module):
 
     def prefill(self, tokens, positions, seq_ranges: list[tuple[int, int]], cache, slot_mapping, pieces=PIECES,
                 one_call=True, last=None, varlen=None):  # fmt: skip
-        """New prompts packed into one row: tokens and positions [N]; seq_ranges [(start, end)] per
-        prompt; each token's K/V written to cache at slot_mapping [N]. Attention is causal within each
-        prompt (no prefix is cached, so a prompt never reads the cache), three ways: with varlen
-        (cu_seqlens, max_len) on the device, one varlen_attention call per layer (seq_ranges unused:
-        nothing here reads the host, so a CUDA graph captures it); else with one_call, one SDPA call
-        per layer over the prompts padded to the longest (PaddedPrompts); else one SDPA call per
-        prompt per layer. last: the index of each prompt's last token [P] on the device (made here
-        from seq_ranges if None). Returns the greedy next token of each prompt [P]."""
+        """New prompts packed into one row: tokens, positions and cache slots [N]; seq_ranges
+        [(start, end)] per prompt. Attention is causal within each prompt, three ways: varlen
+        (cu_seqlens, max_len), one varlen_attention call per layer, reading nothing on the host;
+        one_call, one SDPA call per layer over the padded prompts; else one per prompt. last: each
+        prompt's last token [P]. Returns each prompt's greedy next token [P]."""
         pre, post = pieces
         pad = PaddedPrompts(seq_ranges, positions) if one_call and varlen is None else None
         x = self.model.embed_tokens(tokens)

@@ -143,16 +143,13 @@ class Engine:
             self.capture_prefill()
 
     def prefill_slots(self, t: int) -> tuple[int, int]:
-        """Bucket t's capacity: (prompts, sequences): the prompts whose last tokens it reads, and the
-        entries of its cu_seqlens (the prompts, then the padding in pieces of at most max_len)."""
+        """Bucket t's capacity: (prompts, sequences in its cu_seqlens)."""
         prompts = min(self.max_batch, max(1, t // 16))
         return prompts, prompts + -(-t // min(t, self.max_len))
 
     def prefill_layout(self, t: int, lengths: list[int]):
-        """Prompts of these lengths packed into bucket t: (cu_seqlens, last), both padded to the
-        bucket's capacity; None if they do not fit. The padding tokens after the prompts form
-        sequences of their own (at most max_len each; their outputs are dropped), and the unused
-        entries are empty sequences at the end."""
+        """(cu_seqlens, last) of these prompts in bucket t, or None if they do not fit. The padding
+        after the prompts forms sequences of its own (at most max_len each), then empty ones."""
         prompts, seqs = self.prefill_slots(t)
         n, longest = sum(lengths), min(t, self.max_len)
         if n > t or len(lengths) > prompts:
@@ -175,9 +172,7 @@ class Engine:
         )  # fmt: skip
 
     def capture_prefill(self) -> None:
-        """One graph per prefill bucket (largest first, in the decode graphs' pool), over static
-        inputs: token ids, positions, cache slots (padding: token 0 at position 0, into the dummy
-        block 0), cu_seqlens and the prompts' last tokens."""
+        """One graph per prefill bucket, largest first, in the decode graphs' pool."""
         dev = self.device
         for t in reversed(self.prefill_buckets):
             cu, last = self.prefill_layout(t, [])
@@ -241,10 +236,8 @@ class Engine:
 
     @torch.no_grad()
     def prefill_step(self, seqs: list):
-        """The new prompts packed into one row; each token's K/V goes to its block's slot. With
-        prefill graphs, the row is padded to the smallest bucket that holds it and the bucket's graph
-        replays (on a CPU, the same padded row runs eagerly). Returns each prompt's first token, on
-        the device."""
+        """The new prompts packed into one row, padded to the smallest bucket that holds them and
+        replayed from its graph (else eager). Returns each prompt's first token, on the device."""
         bs, tokens, positions, slots, lengths = self.cache.block_size, [], [], [], [len(s.prompt) for s in seqs]
         for s in seqs:
             tokens += s.prompt
