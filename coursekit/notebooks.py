@@ -32,6 +32,7 @@ import base64
 import json
 import os
 import re
+import textwrap
 import time
 import zlib
 from dataclasses import dataclass
@@ -306,7 +307,7 @@ def generate(module: str, hardware: str = store.REFERENCE_HARDWARE, source=None)
     for block in shown:
         where = f"{chapter.page}, the block at line {block.line}"
         try:
-            code = expand(block.source)
+            code = textwrap.dedent(expand(block.source))  # a block in a box is indented on the page
         except Exception as exc:  # a typo'd include: name the page and the block
             raise NotebookError(f"{where}: {type(exc).__name__}: {exc}") from None
         heading = f"`{block.title}`" if block.title else "A block of the chapter"

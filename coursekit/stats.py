@@ -24,16 +24,10 @@ CLOCKS = ("host", "device")
 
 
 def summarize(samples: list[float], unit: str, clock: str | None = None, rounds: bool = False) -> dict:
-    """Median and spread of timing samples, as stored in build_results/.
-
-    ``clock`` says what took the samples, when it is given: "host" (``time.perf_counter`` around
-    host work, and anything computed from such times) or "device" (CUDA events, graph replay,
-    the profiler's kernel times). The two move differently between processes and runs.
-
-    ``rounds=True`` also keeps the samples in the order they were taken, as ``"rounds"``: for
-    variants timed in the same interleaved rounds, sample ``i`` of each comes from round ``i``,
-    so a claim comparing two of them can be decided on paired differences (coursekit/mdext.py).
-    """
+    """Median and spread of timing samples, as stored in build_results/. ``clock``: "host"
+    (``time.perf_counter``) or "device" (CUDA events, replays, the profiler's kernel times).
+    ``rounds=True`` keeps the samples in order, as ``"rounds"``: variants timed in the same
+    interleaved rounds then compare round by round (``paired``)."""
     if not samples:
         raise ValueError("no samples to summarize")
     if clock is not None and clock not in CLOCKS:
@@ -68,10 +62,8 @@ def error_bars(lows, mids, highs):
 
 
 def paired(a: dict, b: dict, op=operator.sub, unit: str | None = None) -> dict:
-    """op(a_i, b_i) round by round, for two summaries timed in the same interleaved rounds (both keep
-    ``rounds`` of one length, as coursekit.bench's ``*_each`` helpers store them): the spread of the
-    per-round values, narrower than ratio_spread's worst case and the one claims are decided on.
-    ``unit`` defaults to a's (right for a difference); the clock is kept where both share one."""
+    """op(a_i, b_i) round by round, for two summaries timed in the same interleaved rounds: the
+    spread claims are decided on. ``unit`` defaults to a's; the clock is kept where both share it."""
     ra, rb = a.get("rounds"), b.get("rounds")
     if not ra or not rb or len(ra) != len(rb):
         raise ValueError("the two summaries were not timed in the same rounds (no `rounds` of one length)")

@@ -141,8 +141,7 @@ def varlen_attention(q, k, v, cu_seqlens, max_len: int):
 @functools.cache
 def compiled_pieces():
     """The two pieces compiled once for every layer (weights are arguments) and every batch size
-    (dynamic=True; a batch of 1 gets its own specialised graph): Inductor fuses each piece's
-    norm, RoPE, residual and SwiGLU element-wise work into a few kernels around the GEMMs."""
+    (dynamic=True): Inductor fuses each piece's element-wise work into a few kernels."""
     return torch.compile(attention_in, dynamic=True), torch.compile(attention_out, dynamic=True)
 
 
@@ -214,10 +213,9 @@ class Llama(nn.Module):
 
     def prefill(self, tokens, positions, seq_ranges: list[tuple[int, int]], cache, slot_mapping, pieces=PIECES,
                 one_call=True, last=None, varlen=None):  # fmt: skip
-        """New prompts packed into one row: tokens, positions and cache slots [N]; seq_ranges
-        [(start, end)] per prompt. Attention is causal within each prompt, three ways: varlen
-        (cu_seqlens, max_len), one varlen_attention call per layer, reading nothing on the host;
-        one_call, one SDPA call per layer over the padded prompts; else one per prompt. last: each
+        """New prompts packed into one row: tokens, positions and cache slots [N]. Attention is causal
+        per prompt: with varlen (cu_seqlens, max_len), one varlen_attention call a layer (capturable);
+        else per seq_ranges, one padded SDPA call a layer (one_call) or one per prompt. last: each
         prompt's last token [P]. Returns each prompt's greedy next token [P]."""
         pre, post = pieces
         pad = PaddedPrompts(seq_ranges, positions) if one_call and varlen is None else None
@@ -241,10 +239,8 @@ class Llama(nn.Module):
         return self.logits(x[last]).argmax(-1)
 
     def decode(self, tokens, positions, block_table, seq_lens, cache, attention, pieces=PIECES):
-        """One new token per sequence: tokens, positions, seq_lens [B] (seq_lens counts the new token)
-        and block_table [B, max_blocks], all on the device; attention(i, q, cache, block_table,
-        seq_lens) reads layer i's paged K/V. The slot of each new token is computed on the device, so
-        nothing here reads a value on the host: fixed shapes, capturable. Returns the greedy tokens [B]."""
+        """One new token per sequence: tokens, positions, seq_lens [B] and block_table [B, blocks], on
+        the device; nothing here reads the host, so a graph captures it. Returns the greedy tokens [B]."""
         pre, post = pieces
         bs = cache.block_size
         slots = block_table.gather(1, (positions // bs)[:, None])[:, 0] * bs + positions % bs
@@ -257,12 +253,8 @@ class Llama(nn.Module):
 
 
 class PaddedPrompts:
-    """Packed prompts laid out as a padded batch, for one attention call per layer: token j of the
-    packed row goes to (its prompt, its position) of a [P, L, heads, D] tensor, L the longest prompt.
-    Causal attention over the padded batch gives every real token exactly its prompt's causal
-    attention (a query at position p sees positions 0..p, all real), and the padding rows past a
-    prompt's end are computed and dropped. The index tensors are made once per prefill step and
-    serve all layers."""
+    """Packed prompts as a padded batch [P, L, heads, D] (L the longest), for one causal attention
+    call per layer: a query at position p sees positions 0..p, all real; padding rows are dropped."""
 
     def __init__(self, seq_ranges: list[tuple[int, int]], positions):
         lengths = torch.tensor([e - s for s, e in seq_ranges])

@@ -195,9 +195,8 @@ class Engine:
             self.prefill_graphs[t] = graph
 
     def decode_inputs(self, running: list, b: int) -> None:
-        """Fill the static inputs for the first b slots (padding slots: token 0 at position 0 of block
-        0, length 1). Without overlap the input tokens come from the host; with it, each from the
-        device tensor of the step that made it (a copy or an index on the device)."""
+        """Fill the static inputs for the first b slots (padding: token 0 at position 0 of block 0).
+        With overlap, the input tokens are copied on the device from the step that made them."""
         n = len(running)
         meta = [[s.length - 1, s.length] for s in running] + [[0, 1]] * (b - n)
         self.positions[:b].copy_(self.upload([m[0] for m in meta]), non_blocking=True)

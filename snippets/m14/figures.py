@@ -234,9 +234,8 @@ def sweep(results) -> dict:
 
 
 def throughput(results) -> go.Figure:
-    """The offline race: tokens per second of each contestant over the 256 requests (three interleaved
-    rounds; whiskers 10th to 90th percentile), one dot per contestant on a log axis (a bar's length
-    would mean nothing there)."""
+    """The offline race: tokens per second of each contestant (whiskers 10th to 90th percentile of
+    the rounds), one dot each on a log axis."""
     race = results("m14/race")
     rates = race["tokens_per_s"]
     names = list(CONTESTANTS)
@@ -262,9 +261,8 @@ def throughput(results) -> go.Figure:
 
 
 def decode_modes(results) -> go.Figure:
-    """One decode step (context 350 per sequence) at batch 1, 16, 64 and 256: eager, the eager model
-    captured as one graph, the compiled pieces in one graph, and piecewise (device time per step); dotted,
-    the step's floor (``_floor_us``)."""
+    """One decode step (context 350) by batch: eager, the eager model as one graph, the compiled
+    pieces as one graph, and piecewise; dotted, its floor (``_floor_us``)."""
     modes = sorted(results("m14/buckets")["modes"], key=lambda m: m["batch"])
     batches = [m["batch"] for m in modes]
     fig = go.Figure()
@@ -355,11 +353,9 @@ def latency(results) -> go.Figure:
 
 
 def buckets(results) -> go.Figure:
-    """Left: the replay time of each captured decode graph (every slot at a context of 350), for the
-    power-of-two set and vLLM's default sizes. Right: how often each decode batch size occurred in the
-    Poisson schedule (buckets' rate), with both sets' buckets marked under the axis: the power-of-two
-    ones as blue triangles, vLLM's others as orange diamonds. The left panel's batch axis is
-    logarithmic, so that the small batches are not squeezed against its edge."""
+    """Left: each decode graph's replay (context 350), powers of two and vLLM's sizes (log batch
+    axis). Right: how often each decode batch size occurred under Poisson arrivals, both sets'
+    buckets marked under the axis."""
     data = results("m14/buckets")
     fig = make_subplots(
         rows=1,
@@ -524,20 +520,16 @@ PHASES = {
 
 
 def _median_round(phases: dict) -> dict:
-    """The phases of the round whose wall time is the median of the rounds (an odd count): one real
-    round, whose parts add up to its wall time."""
+    """The phases of the median round (an odd count): one real round, whose parts add up."""
     walls = phases["wall_s"]["rounds"]
     i = sorted(range(len(walls)), key=walls.__getitem__)[len(walls) // 2]
     return {k: v["rounds"][i] for k, v in phases.items()}
 
 
 def ladder(results) -> dict:
-    """The offline race's ladder: per step of our engine, its time per generated token (median of the
-    rounds), its median round split into prefill steps, decode steps and GPU idle (CUDA events around
-    each step), and its gain over the step before, per round (the earlier step's time over this one's).
-    ``decode_step_us``: a step's decode time over its run's decode steps (all at batch 256), against
-    ``floor_us``: the batch-256 step's weights and keys and values (buckets' context) at the copy rate.
-    ``hf_best_s``: transformers' best route's run (median); ``target_s``: a third of it."""
+    """Per step of our engine: its time per token (median round), its median round's phases, its
+    gain over the step before (per round); the decode step against its floor (``floor_us``); HF's
+    best run (``hf_best_s``) and the time the target allows (``target_s``)."""
     race = results("m14/race")
     t, tokens, names = race["us_per_token"], race["generated_tokens"], list(LADDER)
     out = {"steps": {}}
