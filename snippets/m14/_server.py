@@ -271,7 +271,7 @@ class Engine:
         for name, value in inputs.items():
             io[name].copy_(value, non_blocking=True)
         self.prefill_graphs[t].replay()
-        return io["out"][: len(seqs)].clone()  # the next replay of this bucket overwrites io["out"]
+        return io["out"][: len(seqs)].clone()  # before any other replay: the pool's graphs reuse its memory
 
     def admit(self, waiting: list, pending: list, running: list, now: float) -> None:
         """Move arrived requests from waiting to pending while the batch and the free blocks allow."""
