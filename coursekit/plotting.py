@@ -39,9 +39,8 @@ GREY = "grey"
 
 
 def legend(y: float = -0.2, whiskers: bool = False, **extra) -> dict:
-    """The course's legend: one horizontal row (wrapping) under the plot, its top at ``y``;
-    ``whiskers`` titles it with what the error bars show; ``extra``: other legend settings
-    (``x``, ``traceorder``, ...)."""
+    """The course's legend: a row under the plot, its top at ``y``; ``whiskers``: titled with what
+    the error bars show."""
     out = {"orientation": "h", "yanchor": "top", "y": y, **extra}
     if whiskers:
         out["title"] = {"text": WHISKERS, "side": "top"}

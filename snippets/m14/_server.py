@@ -172,7 +172,9 @@ class Engine:
         )  # fmt: skip
 
     def capture_prefill(self) -> None:
-        """One graph per prefill bucket, largest first, in the decode graphs' pool."""
+        """One graph per prefill bucket, largest first, in the decode graphs' pool, after them: a
+        graph's output survives only the replays of graphs captured after it (decode's outputs were
+        held while these were captured), so a prefill graph's output is copied out at once."""
         dev = self.device
         for t in reversed(self.prefill_buckets):
             cu, last = self.prefill_layout(t, [])

@@ -300,8 +300,7 @@ def decode_modes(results) -> go.Figure:
 
 
 def latency(results) -> go.Figure:
-    """Poisson arrivals: p50 and p99 of time to first token and of time per output token, per side,
-    one marker per round (two rounds: no spread is drawn), log axis."""
+    """Poisson arrivals: p50 and p99 of TTFT and TPOT per side, one marker per round, log axis."""
     poisson = results("m14/poisson")
     panels = [("ttft_ms", "time to first token"), ("tpot_ms", "time per output token")]
     quantiles = ("p50", "p99")
@@ -446,8 +445,7 @@ def buckets(results) -> go.Figure:
 
 
 def attention(results) -> go.Figure:
-    """Decode attention of one layer over a paged cache: the Triton kernel against SDPA over the
-    gathered blocks (the gather timed with it), device time per call at batch 1 to 256."""
+    """One layer's decode attention by batch: the Triton kernel against the gather and SDPA."""
     points = sorted(results("m14/attention")["points"], key=lambda p: p["batch"])
     batches = [p["batch"] for p in points]
     fig = go.Figure()
@@ -554,8 +552,7 @@ def ladder(results) -> dict:
 
 
 def ladder_split(results) -> go.Figure:
-    """Where one offline run's time goes, for each step of the ladder (its median round): prefill steps,
-    decode steps, GPU idle; transformers' best route's whole run; the time the 3x target allows (dotted)."""
+    """One offline run (median round) per ladder step, by phase; HF's best run; the target (dotted)."""
     lad = ladder(results)
     rows = [LADDER[n] for n in lad["steps"]] + ["HF generate, static cache + compile"]
     fig = go.Figure()
