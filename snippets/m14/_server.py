@@ -33,8 +33,7 @@ Greedy sampling (argmax) is inside the graph. Four switches, each a step of the 
   call per layer (_model.varlen_attention: each prompt attends to itself, with no padding per prompt;
   the padding tokens at the end form sequences of their own, written to the dummy block 0, their
   outputs dropped). Without it, prefill runs eagerly and the host launches each of its kernels from
-  Python, many times the GPU's work for one prompt: under arrivals, that host time is most of the
-  time to first token. On a CPU the padded row runs eagerly (attention one SDPA call per prompt).
+  Python. On a CPU the padded row runs eagerly (attention one SDPA call per prompt).
 A token's time is time.perf_counter() when the host has read it, from the start of the run. With
 cuda_graphs=False the decode runs eagerly at the batch's own size; on a CPU with cuda_graphs=True
 it runs eagerly but padded to the bucket (so the tests check the padding).
