@@ -72,6 +72,8 @@ def test_plan_splits_long_rows_and_ends_in_one_program(m, monkeypatch):
     assert len(m.plan(1, 262144, 1024)) == 3  # k = 1,024: a middle launch
     with pytest.raises(ValueError):
         m.plan(1, 1000, 50, chunk=100)
+    with pytest.raises(ValueError):
+        m.plan(1, 1000, 5, per_program=3)
 
 
 # ---------------------------------------------------------------- random rows
@@ -240,14 +242,52 @@ def test_special_rows_pass_every_check_on_the_gpu(hardware, sp):
 
 
 def test_plan_gives_whole_groups_per_thread_at_k_50(m, monkeypatch):
-    """At k = 50 (128 groups) the first launch takes 8,192-element chunks with 4 warps at every batch
-    (each thread holds whole groups), and the last launch a warp per 512 elements."""
+    """At k = 50 (128 groups) the first launch's chunk holds whole groups per thread with 4 warps:
+    8,192 elements, a chunk a program, at batch 1; at 64 and 256 (many chunks) 4,096, 16 chunks a
+    program. The last launch: a warp per 512 elements, ranking by counting."""
     monkeypatch.setattr(m, "NUM_SMS", 132)  # the H200's: the plan the GPU build runs
-    for batch in (1, 64, 256):
+    first, last = m.plan(1, 262144, 50)
+    assert (first["chunk"], first["groups"], first["warps"], first["per_program"]) == (8192, 128, 4, 1), first
+    assert (last["chunk"], last["warps"], last["sort"]) == (4096, 8, False), last
+    for batch in (64, 256):
         first, last = m.plan(batch, 262144, 50)
-        assert (first["chunk"], first["groups"], first["warps"]) == (8192, 128, 4), (batch, first)
-        assert (last["chunk"], last["warps"]) == (4096, 8), (batch, last)
+        assert (first["chunk"], first["warps"], first["per_program"]) == (4096, 4, 16), (batch, first)
+        assert (last["chunk"], last["warps"]) == (8192, 16), (batch, last)
     assert m.plan(1, 262144, 1024)[0]["warps"] == 16  # 2,048 groups: a group spans threads
+    assert m.plan(1, 262144, 1024)[-1]["sort"]  # k > 64: the last launch sorts
+    assert m.plan(256, 262144, 1024)[0]["chunk"] == 32768  # many chunks at large k: longer ones
+    assert m.plan(256, 262144, 1024)[0]["per_program"] == 4
+
+
+# ---------------------------------------------------------------- chunks per program
+
+
+@pytest.mark.parametrize("per_program", [2, 4])
+def test_chunks_per_program_with_a_running_threshold(m, per_program):
+    """Several chunks a program, the row's end inside the last program's chunks (20 chunks of 512 for
+    3 rows of 10,000: some of them past the row, written as empty slots)."""
+    x = rows(3, 10000, seed=5)
+    first = m.plan(3, 10000, 10, chunk=512, per_program=per_program)[0]
+    assert first["per_program"] == per_program
+    check(m, x, 10, chunk=512, per_program=per_program)
+
+
+def test_a_rising_row_overflows_the_running_threshold(m):
+    """An ascending row: every element of a later chunk passes the first chunk's threshold, so each
+    chunk finds its own (and the running threshold rises); a descending row: later chunks keep none."""
+    up = torch.arange(8192, dtype=torch.float32, device=DEV)[None].repeat(2, 1)
+    up[1] = up[1].flip(0)
+    check(m, up, 9, chunk=512, per_program=8)
+
+
+def test_the_last_launch_sorts_for_large_k(m):
+    """k > 64: the last launch ranks by a bitonic sort (tl.sort) instead of counting; ties and NaN
+    as everywhere else."""
+    x = rows(2, 3000, seed=6)
+    x[0, ::9] = x[0, 4]  # ties at many values
+    x[1, 100] = float("nan")
+    assert m.plan(2, 3000, 100)[-1]["sort"]
+    check(m, x, 100)
 
 
 def test_topk_can_stop_after_its_first_launch(m):

@@ -2,8 +2,8 @@
 their indices, largest first, exact. Made for what torch.topk does slowly: few rows, long ones (batch
 1 to 256, a vocabulary of 32k to 256k, k from 1 to 1,024; float32, bfloat16 or float16).
 
-The algorithm: filter, then rank what is left. A row is cut into chunks, one program each (at batch 1
-a 256k row is 32 programs: one program reading 1 MiB alone could not meet the batch-1 bar). A program
+The algorithm: filter, then rank what is left. A row is cut into chunks (at batch 1 a 256k row is 32
+programs of one chunk each: one program reading 1 MiB alone could not meet the batch-1 bar). A program
 holds its chunk in registers as GROUPS x ROWS (GROUPS >= 2k strided groups: element i is in group
 i % GROUPS) and takes each group's maximum. At least k elements are >= the k-th largest maximum, t, so
 the chunk's top k are all >= t: the elements >= t are a superset of it (about 1.25k of them on random
@@ -11,8 +11,14 @@ data: 60 of 4,096 for k = 50). Each gets a slot from a running count and is writ
 float32 bits above its index, to SLOTS slots (index -1 in the slots left). The next launch reads those
 slots as a shorter row and filters them the same way; the last one holds its whole row in one program,
 gathers its survivors in a small buffer as 64-bit keys (the value's radix key above 2^31 - 1 - index),
-counts for each how many survivors are larger (its rank) and writes the first k at their ranks. At
-V = 256k and k <= 64 that is two launches.
+ranks them (for each, how many survivors are larger; for k > 64, a bitonic sort of the keys, tl.sort)
+and writes the first k at their ranks. At V = 256k and k <= 64 that is two launches.
+
+At large batches a program of the first launch takes up to 16 chunks of its row in turn, with a
+running threshold: the first chunk's t holds for the row (k of its elements are >= t), so each later
+chunk keeps only its elements >= t, and needs no threshold of its own unless more than SLOTS pass
+(then it finds one as above and the running threshold rises to it). The threshold search is then
+paid once in up to 16 chunks.
 
 t is found among the GROUPS maxima as uint32 radix keys (torch's own map of floats to keys,
 TopKTypeConfig<float>::convert in SortingRadixSelect.cuh), two bits per step: three counts per step,
@@ -29,7 +35,7 @@ Against the alternatives:
   before the next pass, so each pass is several launches (launches.py counts them all).
 - bitonic (tl.sort, tl.topk on every chunk): about 27 compare-and-swap rounds over every element for
   k = 64, most of them across threads or warps: at batch 256 (67 M elements) far more work than
-  reading them. Here nothing is sorted; the last launch ranks a few hundred survivors by counting.
+  reading them. Here only the last launch's survivors are ever sorted, and only for k > 64.
 - two-stage candidates then merge: this is that, with a filter in place of a per-chunk sort: one max
   and one compare per element, a handful of sums per chunk.
 - a threshold search over the whole row (FlashInfer's sort-free sampling pivots on thresholds, pass
@@ -45,7 +51,8 @@ CPU comparator calls them equal). An all-equal row returns indices 0 to k-1; sor
 rows and rows of +-inf need nothing special. Values are rebuilt from their keys: exact.
 
 Launch settings are planned, not autotuned (plan): a launch's chunk sets the shape of the next
-launch's input, which an autotuner timing one kernel cannot weigh; race.py times three chunk sizes.
+launch's input, which an autotuner timing one kernel cannot weigh; race.py times other chunk sizes
+and chunks per program beside the plan's.
 """
 
 # --8<-- [start:imports]
@@ -178,19 +185,23 @@ def select(
     src_row,
     start,
     n,
+    floor,
     FIRST: tl.constexpr,
     EVEN: tl.constexpr,
     GROUPS: tl.constexpr,
     ROWS: tl.constexpr,
     SLOTS: tl.constexpr,
 ):
-    """A mask of at most SLOTS elements of the chunk x [GROUPS, ROWS] (float32; valid: which are
-    elements, idx: their indices) that holds its k largest, ties taken by lowest index."""
+    """(keep, t): a mask of at most SLOTS elements of the chunk x [GROUPS, ROWS] (float32; valid:
+    which are elements, idx: their indices) that holds its k largest, ties taken by lowest index, of
+    those whose key is >= floor (a threshold from the program's earlier chunks; 0: none); and the
+    key t it kept at or above, a threshold for the chunks after it."""
     maxima = tl.max(tl.where(valid, x, float("-inf")), axis=1)  # group g: elements g, g + GROUPS, ...
     if GROUPS <= 128:  # >= k maxima, so >= k elements, have a key >= t
         t = kth_largest_small(radix_key(maxima), k)
     else:
         t = kth_largest(radix_key(maxima), k)
+    t = tl.maximum(t, floor)  # both thresholds hold: the higher one
     keep = valid & ~(x < key_value(t))  # x >= t as floats, or NaN: every key >= t (and -0.0 at t = +0.0)
     if tl.sum(keep.to(tl.int32)) > SLOTS:  # too many (ties at t, or an adversarial order): exact
         above = tl.sum((valid & (radix_key(x) > t)).to(tl.int32))
@@ -201,7 +212,7 @@ def select(
         lowest = kth_largest_reread(src_row, start, n, k - above, t, True, FIRST, EVEN, GROUPS, ROWS, min(8, ROWS))
         key = tl.where(valid, radix_key(x), 0)
         keep = (key > t) | ((key == t) & valid & ((~idx).to(tl.uint32, bitcast=True) >= lowest))
-    return keep
+    return keep, t
 
 
 # --8<-- [end:select]
@@ -219,48 +230,64 @@ def topk_level_kernel(
     scratch_ptr,  # the last launch: [batch, SLOTS] (int64), where its survivors meet to be ranked
     FIRST: tl.constexpr,
     LAST: tl.constexpr,
-    EVEN: tl.constexpr,  # n is a multiple of the chunk: no element to mask
+    EVEN: tl.constexpr,  # n is a multiple of CHUNKS chunks: no element to mask
     ROWS: tl.constexpr,
     GROUPS: tl.constexpr,  # the chunk is GROUPS x ROWS elements: GROUPS >= 2k strided groups
     SLOTS: tl.constexpr,
-    BLOCK_J: tl.constexpr,  # the last launch compares its SLOTS keys with BLOCK_J others at a time
+    CHUNKS: tl.constexpr,  # chunks per program, one after another (1 at the last launch)
+    SORT: tl.constexpr,  # the last launch ranks its survivors by sorting them (else by counting)
+    BLOCK_J: tl.constexpr,  # counting: the last launch compares its SLOTS keys with BLOCK_J others at a time
 ):
-    chunk = tl.program_id(0)
     row = tl.program_id(1).to(tl.int64)
-    # The chunk as [GROUPS, ROWS], element (g, r) at r * GROUPS + g: the loads and the scatter stores
-    # below get one layout (consecutive lanes on consecutive addresses, one element each). With 4 warps
-    # under Triton 3.6 each thread then holds whole groups and the chunk skips shared memory; with 16
-    # warps a group spans four warps and its maximum goes through shared memory.
-    pos = chunk * (ROWS * GROUPS) + tl.arange(0, GROUPS)[:, None] + tl.arange(0, ROWS)[None, :] * GROUPS
     src_row = src_ptr + row * src_row_stride
-    x, valid, idx = load_elements(src_row, pos, n, FIRST, EVEN)
-    keep = select(x, valid, idx, k, src_row, chunk * (ROWS * GROUPS), n, FIRST, EVEN, GROUPS, ROWS, SLOTS)
-    group_total = tl.sum(keep.to(tl.int32), axis=1)
-    count = tl.sum(group_total, axis=0)
-    before = tl.cumsum(group_total, axis=0) - group_total  # survivors in the groups before
-    slot = tl.cumsum(keep.to(tl.int32), axis=1) + before[:, None] - 1  # a slot each, group after group
     s = tl.arange(0, SLOTS)
-    if not LAST:  # the survivors, then index -1 in the slots left
-        bits = x.to(tl.int32, bitcast=True).to(tl.int64)
-        survivor = (bits << 32) | idx.to(tl.uint32, bitcast=True).to(tl.int64)
-        base = row * (tl.num_programs(0) * SLOTS) + chunk * SLOTS
-        tl.store(dst_ptr + base + slot, survivor, mask=keep)
-        tl.store(dst_ptr + base + s, tl.full([SLOTS], -1, tl.int64), mask=s >= count)
-    else:  # one program per row: the survivors meet in scratch as 64-bit keys; each one's rank is its place
-        key64 = (radix_key(x).to(tl.uint64) << 32) | (0x7FFFFFFF - idx).to(tl.uint64)  # ties: lower index first
-        base = row * SLOTS
-        tl.store(scratch_ptr + base + slot, key64.to(tl.int64, bitcast=True), mask=keep)
-        tl.debug_barrier()  # every thread's stores above are visible to every thread of the program
-        mine = tl.load(scratch_ptr + base + s, mask=s < count, other=0).to(tl.uint64, bitcast=True)
-        rank = tl.zeros([SLOTS], tl.int32)  # how many survivors are larger: all distinct, so 0 to count - 1
-        for j in tl.range(0, count, BLOCK_J):  # the survivors only
-            js = j + tl.arange(0, BLOCK_J)
-            others = tl.load(scratch_ptr + base + js, mask=js < count, other=0).to(tl.uint64, bitcast=True)
-            rank += tl.sum((others[None, :] > mine[:, None]).to(tl.int32), axis=1)  # a 0 is larger than nothing
-        write = (s < count) & (rank < k)
-        out = row * k + rank
-        tl.store(dst_ptr + out, key_value((mine >> 32).to(tl.uint32)).to(dst_ptr.dtype.element_ty), mask=write)
-        tl.store(dst_idx_ptr + out, (0x7FFFFFFF - (mine & 0x7FFFFFFF).to(tl.int32)).to(tl.int64), mask=write)
+    floor = tl.full([], 0, tl.uint32)  # the running threshold: no float's key is 0
+    for c in range(CHUNKS):
+        chunk = tl.program_id(0) * CHUNKS + c
+        start = chunk * (ROWS * GROUPS)
+        # The chunk as [GROUPS, ROWS], element (g, r) at r * GROUPS + g: the loads and the scatter stores
+        # below get one layout (consecutive lanes on consecutive addresses, one element each). With 4 warps
+        # under Triton 3.6 each thread then holds whole groups and the chunk skips shared memory; with 16
+        # warps a group spans four warps and its maximum goes through shared memory.
+        pos = start + tl.arange(0, GROUPS)[:, None] + tl.arange(0, ROWS)[None, :] * GROUPS
+        x, valid, idx = load_elements(src_row, pos, n, FIRST, EVEN)
+        # The chunks before left a threshold: at least k of their elements are >= it, so the row's top k
+        # are too. Below it, nothing; if few enough are above it, no threshold of this chunk's own.
+        if CHUNKS == 1:  # the chunk alone: its own threshold
+            keep, floor = select(x, valid, idx, k, src_row, start, n, floor, FIRST, EVEN, GROUPS, ROWS, SLOTS)
+        else:
+            keep = valid & ~(x < key_value(floor))  # key_value(0) is NaN: every element, at the first chunk
+            if tl.sum(keep.to(tl.int32)) > SLOTS:
+                keep, floor = select(x, valid, idx, k, src_row, start, n, floor, FIRST, EVEN, GROUPS, ROWS, SLOTS)
+        group_total = tl.sum(keep.to(tl.int32), axis=1)
+        count = tl.sum(group_total, axis=0)
+        before = tl.cumsum(group_total, axis=0) - group_total  # survivors in the groups before
+        slot = tl.cumsum(keep.to(tl.int32), axis=1) + before[:, None] - 1  # a slot each, group after group
+        if not LAST:  # the survivors, then index -1 in the slots left
+            bits = x.to(tl.int32, bitcast=True).to(tl.int64)
+            survivor = (bits << 32) | idx.to(tl.uint32, bitcast=True).to(tl.int64)
+            base = row * (tl.num_programs(0) * CHUNKS * SLOTS) + chunk * SLOTS
+            tl.store(dst_ptr + base + slot, survivor, mask=keep)
+            tl.store(dst_ptr + base + s, tl.full([SLOTS], -1, tl.int64), mask=s >= count)
+        else:  # one program per row: the survivors meet in scratch as 64-bit keys, ranked there
+            key64 = (radix_key(x).to(tl.uint64) << 32) | (0x7FFFFFFF - idx).to(tl.uint64)  # ties: lower index first
+            base = row * SLOTS
+            tl.store(scratch_ptr + base + slot, key64.to(tl.int64, bitcast=True), mask=keep)
+            tl.debug_barrier()  # every thread's stores above are visible to every thread of the program
+            mine = tl.load(scratch_ptr + base + s, mask=s < count, other=0).to(tl.uint64, bitcast=True)
+            if SORT:  # largest first: a key's place is its rank (the empty slots, 0, sort last)
+                mine = tl.sort(mine, descending=True)
+                rank = s
+            else:  # how many survivors are larger: all distinct, so 0 to count - 1
+                rank = tl.zeros([SLOTS], tl.int32)
+                for j in tl.range(0, count, BLOCK_J):  # the survivors only
+                    js = j + tl.arange(0, BLOCK_J)
+                    others = tl.load(scratch_ptr + base + js, mask=js < count, other=0).to(tl.uint64, bitcast=True)
+                    rank += tl.sum((others[None, :] > mine[:, None]).to(tl.int32), axis=1)  # 0: larger than nothing
+            write = (s < count) & (rank < k)
+            out = row * k + rank
+            tl.store(dst_ptr + out, key_value((mine >> 32).to(tl.uint32)).to(dst_ptr.dtype.element_ty), mask=write)
+            tl.store(dst_idx_ptr + out, (0x7FFFFFFF - (mine & 0x7FFFFFFF).to(tl.int32)).to(tl.int64), mask=write)
 
 
 # --8<-- [end:kernel]
@@ -269,45 +296,69 @@ def topk_level_kernel(
 # --8<-- [start:launch]
 # Read once, not per call (as module 11's grouped GEMM does): the SMs a first launch should fill.
 NUM_SMS = torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 4
+PER_PROGRAM_MAX = 16  # the most chunks a first-launch program takes in turn
+SORT_FROM = 512  # the last launch sorts its survivors from this many slots on; below, it counts ranks
 
 
-def plan(batch: int, n_cols: int, k: int, chunk: int | None = None, last_max: int = FINAL_MAX) -> list[dict]:
-    """The launches for a [batch, n_cols] input and this k: each one's chunk, groups, slots and warps.
-    The first cuts each row into chunks of 8,192 elements while chunks of 4,096 would give fewer than
-    4 programs per SM, or whenever there are 128 groups (33 <= k <= 64), else 4,096; at least 4 x slots;
-    or chunk, if given. Chunks of 4,096, and of 8,192 in 128 groups, get 4 warps (with 128 groups each
-    thread then holds whole groups, and their maxima need no shared memory); other chunks 16 (race.py
-    times the chunks the plan does not pick). Each next launch reads the survivors as its row, until
-    one program can hold a whole row (last_max elements): that one is last, with a warp per 512
-    elements (4 to 16)."""
+def plan(
+    batch: int, n_cols: int, k: int, chunk: int | None = None, last_max: int = FINAL_MAX, per_program: int | None = None
+) -> list[dict]:
+    """The launches for a [batch, n_cols] input and this k: each one's chunk, groups, slots, warps,
+    chunks per program and way of ranking. "Many" chunks: chunks of 4,096 would fill every SM 4
+    times. The first launch's chunk: 8,192 elements for 128 groups (33 <= k <= 64) unless there are
+    many, else 4,096; at least 4 x slots, 16 x slots if many (k > 512: 32,768); or chunk, if given.
+    Chunks of 4,096, and of 8,192 in 128 groups, get 4 warps (each thread then holds whole groups, and
+    their maxima need no shared memory); other chunks 16. If there are many, a program takes up to 16
+    chunks of its row in turn (4 for k > 512) while at least a program per two SMs is left; or
+    per_program, if given (race.py times some of the choices the plan does not make). Each next
+    launch reads the survivors as its row, until one program can hold a whole row (last_max
+    elements): that one is last, with a warp per 512 elements (4 to 16), ranking its survivors by
+    sorting them from SORT_FROM slots on, else by counting."""
     kp = triton.next_power_of_2(k)
     groups = max(16, 2 * kp)  # >= 2k groups: about 1.25k survivors per chunk on random data
     slots = groups  # room in each chunk's output
     last_slots = max(slots, min(4 * kp, 2048))  # the last launch's filter sees fewer, larger groups
+    many = batch * triton.cdiv(n_cols, 4096) >= 4 * NUM_SMS  # chunks of 4,096 would fill every SM 4 times
     if chunk is None:
-        chunk = 8192 if batch * triton.cdiv(n_cols, 4096) < 4 * NUM_SMS or groups == 128 else 4096
-        chunk = max(chunk, 4 * slots)
+        chunk = 8192 if groups == 128 and not many else 4096  # with 128 groups: whole groups per thread
+        chunk = max(chunk, (16 if many else 4) * slots)  # large k: 1,024 and more groups
     if chunk & (chunk - 1) or chunk < 2 * slots:
         raise ValueError(f"chunk must be a power of two >= {2 * slots} for k = {k}")
     if last_max & (last_max - 1) or last_max < 4 * slots:
         raise ValueError(f"last_max must be a power of two >= {4 * slots} for k = {k}")
+    if per_program is None:  # as many chunks per program as leave a program per two SMs
+        most = PER_PROGRAM_MAX if groups < 1024 else 4
+        per_program = 1
+        while many and per_program < most and 2 * batch * triton.cdiv(n_cols, chunk * per_program * 2) >= NUM_SMS:
+            per_program *= 2
+    if per_program < 1 or per_program & (per_program - 1):
+        raise ValueError(f"per_program must be a power of two >= 1; got {per_program}")
     levels, n = [], n_cols
     while max(groups, triton.next_power_of_2(n)) > (last_max if levels else chunk):
         size = last_max if levels else chunk
         whole_groups = size <= 4096 or (size == 8192 and groups == 128)  # with 128 groups: whole ones per thread
+        cpp = 1 if levels else min(per_program, triton.next_power_of_2(triton.cdiv(n, size)))
         levels.append({"chunk": size, "groups": groups, "slots": slots, "warps": 4 if whole_groups else 16})
-        n = triton.cdiv(n, size) * slots
+        levels[-1].update({"per_program": cpp, "sort": False})
+        n = triton.cdiv(n, size * cpp) * cpp * slots
     size = max(groups, triton.next_power_of_2(n))
     levels.append({"chunk": size, "groups": groups, "slots": last_slots, "warps": min(16, max(4, size // 512))})
+    levels[-1].update({"per_program": 1, "sort": last_slots >= SORT_FROM})
     return levels
 
 
 def topk(
-    logits: torch.Tensor, k: int, chunk: int | None = None, last_max: int = FINAL_MAX, launches: int | None = None
+    logits: torch.Tensor,
+    k: int,
+    chunk: int | None = None,
+    last_max: int = FINAL_MAX,
+    launches: int | None = None,
+    per_program: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(values, indices) of the k largest of each row of logits [batch, n], largest first, as
-    torch.topk(logits, k) returns them up to the order of ties. launches: make only the first few
-    launches (to time them alone; what is returned is then not filled in)."""
+    torch.topk(logits, k) returns them up to the order of ties. chunk, last_max, per_program: as in
+    plan. launches: make only the first few launches (to time them alone; what is returned is then
+    not filled in)."""
     if logits.dim() != 2:
         raise ValueError("logits must be [batch, n]")
     batch, n_cols = logits.shape
@@ -318,15 +369,17 @@ def topk(
     values = torch.empty(batch, k, dtype=x.dtype, device=dev)
     indices = torch.empty(batch, k, dtype=torch.int64, device=dev)
     src, n, stride = x, n_cols, x.stride(0)
-    levels = plan(batch, n_cols, k, chunk, last_max)
+    levels = plan(batch, n_cols, k, chunk, last_max, per_program)
     for i, lv in enumerate(levels[:launches]):
-        chunks, last = triton.cdiv(n, lv["chunk"]), i == len(levels) - 1
+        per, last = lv["per_program"], i == len(levels) - 1
+        programs = triton.cdiv(n, lv["chunk"] * per)
+        chunks = programs * per  # the last program's chunks past the row are empty: all slots -1
         if last:
             dst, dst_idx = values, indices
             scratch = torch.empty(batch, lv["slots"], dtype=torch.int64, device=dev)
         else:
             dst = dst_idx = scratch = torch.empty(batch, chunks * lv["slots"], dtype=torch.int64, device=dev)
-        topk_level_kernel[(chunks, batch)](
+        topk_level_kernel[(programs, batch)](
             src,
             stride,
             n,
@@ -336,10 +389,12 @@ def topk(
             scratch,
             FIRST=i == 0,
             LAST=last,
-            EVEN=n % lv["chunk"] == 0,
+            EVEN=n % (lv["chunk"] * per) == 0,
             ROWS=lv["chunk"] // lv["groups"],
             GROUPS=lv["groups"],
             SLOTS=lv["slots"],
+            CHUNKS=per,
+            SORT=lv["sort"],
             BLOCK_J=min(lv["slots"], 8192 // lv["slots"]),
             num_warps=lv["warps"],
         )

@@ -2,7 +2,8 @@
 
 Main grid: float32 logits [batch, 262,144] (2^18, the "256k" vocabulary; random N(0, 1)), k = 50,
 batch 1, 2, 4, ..., 256: one decode sequence to a full serving batch; at batch 1, 64 and 256 also
-the first launch's chunk forced to 4,096, 8,192 and 16,384 elements. Secondary points, at batch 1,
+the first launch's chunk forced to 4,096, 8,192 and 16,384 elements, the first launch alone, and one
+chunk per program (no running threshold). Secondary points, at batch 1,
 64 and 256: bfloat16; vocabulary 32,768 and 131,072; k = 1 and 1,024 (one change at a time).
 
 Every variant is captured once into a CUDA graph and timed as replays (both sides without launch
@@ -113,8 +114,9 @@ def race(batch: int, vocab: int, k: int, dtype: str, dev: str, rounds: int, chun
         "torch_sort": graphed(lambda: torch.sort(logits, dim=-1, descending=True)),
         "copy": graphed(lambda: copy.copy_(logits)),
     }
-    if first:  # the first launch alone: the one that reads the logits
+    if first:  # the first launch alone (the one that reads the logits); and a chunk per program
         variants["ours_first_launch"] = graphed(lambda: topk(logits, k, launches=1))
+        variants["ours_one_chunk_per_program"] = graphed(lambda: topk(logits, k, per_program=1))
     for chunk in chunks:  # the first launch's chunk forced: what the plan's choice is worth
         variants[f"ours_chunk_{chunk}"] = graphed(lambda chunk=chunk: topk(logits, k, chunk=chunk))
     checks = {}
