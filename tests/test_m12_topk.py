@@ -280,6 +280,25 @@ def test_a_rising_row_overflows_the_running_threshold(m):
     check(m, up, 9, chunk=512, per_program=8)
 
 
+@pytest.mark.parametrize("case", ["ties", "nan", "masked"])
+def test_special_rows_with_several_chunks_a_program(m, case):
+    """The running threshold on rows that are not random: all-equal and few-valued rows (ties at the
+    threshold in every chunk), NaN in a later chunk (a NaN floor would send every chunk after it down
+    the exact path), and rows masked to -inf but for a few logits (the floor stays at -inf's key)."""
+    x = rows(2, 6000, seed=7)
+    if case == "ties":
+        x[0] = 1.0
+        x[1] = torch.randint(0, 3, (6000,), generator=torch.Generator().manual_seed(0)).float().to(DEV)
+    elif case == "nan":
+        x[0, 2500] = float("nan")
+        x[1, 700::900] = float("nan")
+    else:
+        keep = torch.zeros(6000, dtype=torch.bool)
+        keep[torch.randperm(6000, generator=torch.Generator().manual_seed(1))[:40]] = True
+        x[:, ~keep.to(DEV)] = float("-inf")
+    check(m, x, 12, chunk=512, per_program=4)
+
+
 def test_the_last_launch_sorts_for_large_k(m):
     """k > 64: the last launch ranks by a bitonic sort (tl.sort) instead of counting; ties and NaN
     as everywhere else."""

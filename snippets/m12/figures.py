@@ -106,7 +106,7 @@ def _point_values(p: dict, copy_GBps: dict) -> dict:
         "ours_elements_per_us": _over(elements, t["ours"], "elements/us"),
         "half_copy_minus_floor_us": difference_spread(_scaled(t["copy"], 0.5, "us"), floor),
         "elements": elements,
-        "programs": p["batch"] * -(-p["vocab"] // p["plan"][0]["chunk"]),  # the first launch's programs
+        "programs": p["batch"] * -(-p["vocab"] // p["plan"][0]["chunk"]),  # first-launch chunks
         "logits_MiB": p["logits_bytes"] / 2**20,
     }
 

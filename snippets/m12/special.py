@@ -17,7 +17,9 @@ before each call); ratios are per round: each row's time over the normal row's, 
 Checked, for each timed row, on the eager call and on the graph's last replay: the values equal
 torch.topk's; every index points at its value, none repeats; the indices are the kernel's documented
 order (radix key from the largest, ties by lowest index; _special_rows.documented_order). Beside it,
-how many first-launch programs take the exact path, computed on the host by the kernel's own rule.
+how many first-launch chunks take the exact path, computed on the host by the kernel's rule for a chunk
+alone (with several chunks a program, the running threshold can change a later chunk's path; on masked
+rows it stays at -inf's key and changes none).
 
 Special rows (_special_rows.SPECIAL_ROWS, the rows tests/test_m12_topk.py checks in Triton's
 interpreter): NaN (fewer and more than k, a negative NaN), infinities, signed zeros, sorted rows,
@@ -76,7 +78,7 @@ def key_value(key: torch.Tensor) -> torch.Tensor:
 
 # --8<-- [start:exact]
 def exact_path_programs(x: torch.Tensor, k: int, chunk=None, last_max=FINAL_MAX) -> int:
-    """How many of the first launch's programs take the exact path, by the kernel's rule (select in
+    """How many of the first launch's chunks take the exact path, by the kernel's rule for a chunk alone (select in
     _topk.py), computed here: a chunk as [groups, rows] (element i in group i % groups), the k-th
     largest group maximum's key t, and the elements not below t; more of them than the launch's slots
     is the exact path. tl.max drops NaN (a maxnum on the GPU, numpy's nanmax in Triton 3.6's
