@@ -299,6 +299,20 @@ def test_special_rows_with_several_chunks_a_program(m, case):
     check(m, x, 12, chunk=512, per_program=4)
 
 
+def test_an_exact_path_sets_a_finite_running_threshold(m):
+    """A first chunk with k or more finite logits crowded into fewer than k groups takes the exact path
+    and leaves a finite threshold (its exact k-th key); the program's later chunks, masked but for a
+    few logits above and below it, are filtered against it. Row 1 repeats the crowded chunk later on."""
+    x = torch.full((2, 4096), float("-inf"), device=DEV)
+    gen = torch.Generator().manual_seed(2)
+    crowded = torch.tensor([g + 32 * r for g in (0, 1) for r in range(10)])  # 20 logits in groups 0 and 1
+    x[0, crowded] = torch.randn(20, generator=gen).to(DEV)
+    x[1, 1024 + crowded] = torch.randn(20, generator=gen).to(DEV)
+    spread = torch.randperm(4096, generator=gen)[:30]  # a few finite logits elsewhere, large and small
+    x[:, spread[spread >= 512].to(DEV)] = (3 * torch.randn(2, int((spread >= 512).sum()), generator=gen)).to(DEV)
+    check(m, x, 12, chunk=512, per_program=4)
+
+
 def test_the_last_launch_sorts_for_large_k(m):
     """k > 64: the last launch ranks by a bitonic sort (tl.sort) instead of counting; ties and NaN
     as everywhere else."""

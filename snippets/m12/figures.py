@@ -584,7 +584,7 @@ def special_facts(results) -> dict:
     """m12/special summed: how many of the special rows (NaN, infinities, signed zeros, ties...) and of the
     timed rows failed to return the documented answer on the device, eager or replayed (and how many m12/race
     points returned values other than torch.topk's); and, per timed row
-    (``<case>_<batch>``), how many of the first launch's programs took the exact path."""
+    (``<case>_<batch>``), how many of the first launch's chunks take the exact path, each counted alone."""
     special = results("m12/special")
     rows, points = special["special_rows"], special["points"]
     race = results("m12/race")

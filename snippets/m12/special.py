@@ -8,8 +8,9 @@ Timed (float32, V = 262,144, k = 50, batch 1 and 64), every row beside the ordin
   k then ends in -inf, ties taken by lowest index);
 - "ascending": each row sorted ascending (the largest values together, at the end of the row);
 - "bf16_ties": N(0, 1) rounded to bfloat16 and held in float32 (8 bits of mantissa: many equal values).
-A first-launch program whose filter keeps more than its slots (a chunk with fewer than k finite group
-maxima keeps every element) takes the exact path and reads its chunk again, about 64 times. Every
+A first-launch chunk whose filter keeps more than its slots (a chunk with fewer than k finite group
+maxima keeps every element) takes the exact path and reads the chunk again, up to 64 times (32 when
+fewer than k keys lie above its threshold). Every
 variant (ours and torch.topk, on each row and batch) is captured once into a CUDA graph (race.graphed)
 and timed as replays, all in the same interleaved rounds (bench.gpu_us_each: CUDA events, L2 flushed
 before each call); ratios are per round: each row's time over the normal row's, torch.topk's over ours.
@@ -18,8 +19,8 @@ Checked, for each timed row, on the eager call and on the graph's last replay: t
 torch.topk's; every index points at its value, none repeats; the indices are the kernel's documented
 order (radix key from the largest, ties by lowest index; _special_rows.documented_order). Beside it,
 how many first-launch chunks take the exact path, computed on the host by the kernel's rule for a chunk
-alone (with several chunks a program, the running threshold can change a later chunk's path; on masked
-rows it stays at -inf's key and changes none).
+alone: an upper bound with several chunks a program, where a running threshold set by an earlier chunk
+can spare a later one.
 
 Special rows (_special_rows.SPECIAL_ROWS, the rows tests/test_m12_topk.py checks in Triton's
 interpreter): NaN (fewer and more than k, a negative NaN), infinities, signed zeros, sorted rows,
