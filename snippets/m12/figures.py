@@ -115,7 +115,7 @@ def derived(results) -> dict:
     """Every number the page computes from stored ones. ``copy_GBps``: the copy peak of methodology/ceilings.
     ``race.<batch>`` (main grid) and ``config.<dtype>_<vocab>_<k>.<batch>`` (every point): the read floor (logits
     bytes at the copy peak), half the copy timed in the same rounds and how far it lies above the floor, ours over
-    each, ours as a rate on the logits' bytes and in elements per microsecond, and the first launch's programs (rows
+    each, ours as a rate on the logits' bytes and in elements per microsecond, and the first launch's chunks (rows
     times chunks per row). ``plan``: the launches the kernel's plan chose at batch 1 and 256. ``chunk.<batch>``:
     what forcing the first launch's chunk changed (paired by round). ``speedup_range``: ours over torch.topk on
     the main grid, lowest and highest, and at which batch. ``batch1``: at batch 1, the first launch alone minus
