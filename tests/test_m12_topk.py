@@ -181,12 +181,14 @@ def sp():
 
 @pytest.mark.skipif(CUDA, reason="counts the interpreter's calls: on a GPU the kernel is compiled")
 @pytest.mark.parametrize(
-    "row", ["normal", "masked", "masked_few", "ascending", "bf16_ties", "nan", "infinities", "signed_zeros"]
+    "row",
+    ["normal", "masked", "masked_few", "ascending", "bf16_ties", "nan", "infinities", "signed_zeros", "masked@4"],
 )
 def test_exact_path_prediction_matches_the_interpreter(sp, monkeypatch, row):
-    """special.py stores how many first-launch programs take the exact path, computed on the host by
-    the kernel's rule; here the interpreter's own calls to the exact search are counted and compared
-    (each such program calls kth_largest_reread once to rank the ties by index)."""
+    """special.py stores how many first-launch chunks take the exact path, computed on the host by the
+    kernel's rules; here the interpreter's own calls to the exact search are counted and compared
+    (each such chunk calls kth_largest_reread once to rank the ties by index). masked@4: four chunks a
+    program, the running threshold sparing every chunk after a program's first."""
     import sys
 
     kernel = sys.modules[sp.topk.__module__]  # the _topk module special.py runs
@@ -201,12 +203,14 @@ def test_exact_path_prediction_matches_the_interpreter(sp, monkeypatch, row):
         x, k, options = special(row)
     else:
         torch.manual_seed(1)
-        x, k, options = sp.make_rows(row, 2, 1024, DEV), 50, {"chunk": 256}
+        case, _, per = row.partition("@")
+        options = {"chunk": 256, "per_program": int(per)} if per else {"chunk": 256}
+        x, k = sp.make_rows(case, 2, 1024, DEV), 50
     values, _ = sp.topk(x, k, **options)
-    predicted = sp.exact_path_programs(x, k, **options)
+    predicted = sp.exact_path_chunks(x, k, **options)
     assert predicted == sum(first_launch)
-    if row.startswith("masked"):  # 10 or 32 finite values in a 256-element chunk: every chunk
-        assert predicted == 8
+    if row.startswith("masked"):  # about 10, or 8, finite values in a 256-element chunk: every chunk
+        assert predicted == (2 if row == "masked@4" else 8)  # but with 4 a program, only each program's first
     assert sp.same_values(values, torch.topk(x, k).values)
 
 

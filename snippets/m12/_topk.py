@@ -15,10 +15,10 @@ ranks them (for each, how many survivors are larger; for k > 64, a bitonic sort 
 and writes the first k at their ranks. At V = 256k and k <= 64 that is two launches.
 
 At large batches a program of the first launch takes up to 16 chunks of its row in turn, with a
-running threshold: the first chunk's t holds for the row (k of its elements are >= t), so each later
-chunk keeps only its elements >= t, and needs no threshold of its own unless more than SLOTS pass
-(then it finds one as above and the running threshold rises to it). The threshold search is then
-paid once in up to 16 chunks.
+running threshold: the first chunk's t holds for the row (k of its elements are >= t, and each has a
+lower index than any later element equal to t), so each later chunk keeps only its elements > t, and
+needs no threshold of its own unless more than SLOTS pass (then it finds one as above and the running
+threshold rises). The threshold search is then paid once in up to 16 chunks.
 
 t is found among the GROUPS maxima as uint32 radix keys (torch's own map of floats to keys,
 TopKTypeConfig<float>::convert in SortingRadixSelect.cuh), two bits per step: three counts per step,
@@ -191,11 +191,16 @@ def select(
     GROUPS: tl.constexpr,
     ROWS: tl.constexpr,
     SLOTS: tl.constexpr,
+    RUNNING: tl.constexpr,
 ):
-    """(keep, t): a mask of at most SLOTS elements of the chunk x [GROUPS, ROWS] (float32; valid:
+    """(keep, floor): a mask of at most SLOTS elements of the chunk x [GROUPS, ROWS] (float32; valid:
     which are elements, idx: their indices) that holds its k largest, ties taken by lowest index, of
     those whose key is >= floor (a threshold from the program's earlier chunks; 0: none); and the
-    key t it kept at or above, a threshold for the chunks after it."""
+    threshold for the chunks after it. That is t + 1, where t is the key it kept at or above, if k of
+    the chunk's elements have a key >= t: an element of a later chunk that ties at t has a higher
+    index than each of them, so it cannot make the top k (a row masked to -inf but for a few logits
+    then pays the exact path once, not in every chunk). Else (t is the floor) it is t. RUNNING: there
+    are chunks after it (else the threshold is not computed)."""
     maxima = tl.max(tl.where(valid, x, float("-inf")), axis=1)  # group g: elements g, g + GROUPS, ...
     if GROUPS <= 128:  # >= k maxima, so >= k elements, have a key >= t
         t = kth_largest_small(radix_key(maxima), k)
@@ -212,6 +217,9 @@ def select(
         lowest = kth_largest_reread(src_row, start, n, k - above, t, True, FIRST, EVEN, GROUPS, ROWS, min(8, ROWS))
         key = tl.where(valid, radix_key(x), 0)
         keep = (key > t) | ((key == t) & valid & ((~idx).to(tl.uint32, bitcast=True) >= lowest))
+    if RUNNING:
+        reached = tl.sum((valid & (radix_key(x) >= t)).to(tl.int32)) >= k
+        t = tl.where(reached & (t < 0xFF800000), t + 1, t)  # +inf's and NaN's keys stay (t + 1: a NaN)
     return keep, t
 
 
@@ -251,14 +259,14 @@ def topk_level_kernel(
         # warps a group spans four warps and its maximum goes through shared memory.
         pos = start + tl.arange(0, GROUPS)[:, None] + tl.arange(0, ROWS)[None, :] * GROUPS
         x, valid, idx = load_elements(src_row, pos, n, FIRST, EVEN)
-        # The chunks before left a threshold: at least k of their elements are >= it, so the row's top k
-        # are too. Below it, nothing; if few enough are above it, no threshold of this chunk's own.
+        # The chunks before left a threshold: at least k of their elements rank above any element below
+        # it, so the row's top k are >= it. Below it, nothing; if few enough pass, no threshold of its own.
         if CHUNKS == 1:  # the chunk alone: its own threshold
-            keep, floor = select(x, valid, idx, k, src_row, start, n, floor, FIRST, EVEN, GROUPS, ROWS, SLOTS)
+            keep, floor = select(x, valid, idx, k, src_row, start, n, floor, FIRST, EVEN, GROUPS, ROWS, SLOTS, False)
         else:
             keep = valid & ~(x < key_value(floor))  # key_value(0) is NaN: every element, at the first chunk
             if tl.sum(keep.to(tl.int32)) > SLOTS:
-                keep, floor = select(x, valid, idx, k, src_row, start, n, floor, FIRST, EVEN, GROUPS, ROWS, SLOTS)
+                keep, floor = select(x, valid, idx, k, src_row, start, n, floor, FIRST, EVEN, GROUPS, ROWS, SLOTS, True)
         group_total = tl.sum(keep.to(tl.int32), axis=1)
         count = tl.sum(group_total, axis=0)
         before = tl.cumsum(group_total, axis=0) - group_total  # survivors in the groups before

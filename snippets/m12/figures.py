@@ -584,7 +584,7 @@ def special_facts(results) -> dict:
     """m12/special summed: how many of the special rows (NaN, infinities, signed zeros, ties...) and of the
     timed rows failed to return the documented answer on the device, eager or replayed (and how many m12/race
     points returned values other than torch.topk's); and, per timed row
-    (``<case>_<batch>``), how many of the first launch's chunks take the exact path, each counted alone."""
+    (``<case>_<batch>``), how many of the first launch's chunks take the exact path (the running threshold included)."""
     special = results("m12/special")
     rows, points = special["special_rows"], special["points"]
     race = results("m12/race")
@@ -595,7 +595,7 @@ def special_facts(results) -> dict:
         "points": len(points),
         "points_failed": sum(not p["checks_pass"] for p in points),
         "exact": {
-            f"{p['case']}_{p['batch']}": {"programs": p["programs"], "exact_path_programs": p["exact_path_programs"]}
+            f"{p['case']}_{p['batch']}": {"chunks": p["chunks"], "exact_path_chunks": p["exact_path_chunks"]}
             for p in points
         },
     }

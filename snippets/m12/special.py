@@ -18,9 +18,8 @@ before each call); ratios are per round: each row's time over the normal row's, 
 Checked, for each timed row, on the eager call and on the graph's last replay: the values equal
 torch.topk's; every index points at its value, none repeats; the indices are the kernel's documented
 order (radix key from the largest, ties by lowest index; _special_rows.documented_order). Beside it,
-how many first-launch chunks take the exact path, computed on the host by the kernel's rule for a chunk
-alone: an upper bound with several chunks a program, where a running threshold set by an earlier chunk
-can spare a later one.
+how many first-launch chunks take the exact path, computed on the host by the kernel's rules (with
+several chunks a program, a running threshold set by an earlier chunk can spare a later one).
 
 Special rows (_special_rows.SPECIAL_ROWS, the rows tests/test_m12_topk.py checks in Triton's
 interpreter): NaN (fewer and more than k, a negative NaN), infinities, signed zeros, sorted rows,
@@ -78,24 +77,41 @@ def key_value(key: torch.Tensor) -> torch.Tensor:
 
 
 # --8<-- [start:exact]
-def exact_path_programs(x: torch.Tensor, k: int, chunk=None, last_max=FINAL_MAX) -> int:
-    """How many of the first launch's chunks take the exact path, by the kernel's rule for a chunk alone (select in
-    _topk.py), computed here: a chunk as [groups, rows] (element i in group i % groups), the k-th
-    largest group maximum's key t, and the elements not below t; more of them than the launch's slots
-    is the exact path. tl.max drops NaN (a maxnum on the GPU, numpy's nanmax in Triton 3.6's
-    interpreter): a group's maximum is NaN only when all of the group is NaN."""
+def exact_path_chunks(x: torch.Tensor, k: int, chunk=None, last_max=FINAL_MAX, per_program=None) -> int:
+    """How many of the first launch's chunks take the exact path, by the kernel's rules (select and the
+    running threshold in _topk.py), computed here: a chunk as [groups, rows] (element i in group i %
+    groups); a program's chunks in turn, each filtered against the running threshold (the floor) and,
+    if more than the slots pass, against t, the higher of the floor and the k-th largest group
+    maximum's key; more than the slots at or above t is the exact path. The floor after such a chunk:
+    t + 1 if k of its keys are >= t (t: after the exact path, the chunk's k-th largest key if k keys
+    lie above the threshold), else t. tl.max drops NaN (a maxnum on the GPU, numpy's nanmax in Triton
+    3.6's interpreter): a group's maximum is NaN only when all of the group is NaN."""
     batch, n = x.shape
-    level = plan(batch, n, k, chunk, last_max)[0]
-    size, groups, slots = level["chunk"], level["groups"], level["slots"]
-    chunks = -(-n // size)
-    pad = chunks * size - n
-    xs = torch.nn.functional.pad(x.float(), (0, pad), value=float("-inf")).view(batch, chunks, size // groups, groups)
-    valid = torch.nn.functional.pad(torch.ones_like(x, dtype=torch.bool), (0, pad)).view(xs.shape)
-    maxima = xs.nan_to_num(nan=float("-inf"), posinf=float("inf"), neginf=float("-inf")).amax(dim=2)
-    maxima = torch.where(xs.isnan().all(dim=2), float("nan"), maxima)
-    t = radix_keys(maxima).topk(k, dim=-1).values[..., -1]
-    keep = valid & ~(xs < key_value(t)[:, :, None, None])  # x >= t, or NaN
-    return int((keep.sum(dim=(2, 3)) > slots).sum())
+    level = plan(batch, n, k, chunk, last_max, per_program)[0]
+    size, groups, slots, per = level["chunk"], level["groups"], level["slots"], level["per_program"]
+    programs = -(-n // (size * per))
+    pad = programs * per * size - n
+    shape = (batch, programs, per, size // groups, groups)
+    xs = torch.nn.functional.pad(x.float(), (0, pad), value=float("-inf")).view(shape)
+    valid = torch.nn.functional.pad(torch.ones_like(x, dtype=torch.bool), (0, pad)).view(shape)
+    keys = torch.where(valid, radix_keys(xs), 0)
+    maxima = xs.nan_to_num(nan=float("-inf"), posinf=float("inf"), neginf=float("-inf")).amax(dim=3)
+    maxima = torch.where(xs.isnan().all(dim=3), float("nan"), maxima)
+    own = radix_keys(maxima).topk(k, dim=-1).values[..., -1]  # [batch, programs, per]: each chunk's t
+    kth = keys.flatten(3).topk(k, dim=-1).values[..., -1]  # each chunk's k-th largest key
+    floor, exact = torch.zeros(batch, programs, dtype=torch.int64, device=x.device), 0
+    for c in range(per):
+        xc, vc, kc = xs[:, :, c], valid[:, :, c], keys[:, :, c]
+        passing = lambda t: (vc & ~(xc < key_value(t)[:, :, None, None])).sum(dim=(2, 3))  # noqa: E731
+        searched = passing(floor) > slots if per > 1 else torch.ones_like(floor, dtype=torch.bool)
+        t = torch.maximum(own[:, :, c], floor)
+        took = searched & (passing(t) > slots)
+        exact += int(took.sum())
+        t = torch.where(took & ((kc > t[:, :, None, None]).sum(dim=(2, 3)) >= k), kth[:, :, c], t)
+        reached = (kc >= t[:, :, None, None]).sum(dim=(2, 3)) >= k
+        t = torch.where(reached & (t < 0xFF800000), t + 1, t)
+        floor = torch.where(searched, t, floor)
+    return exact
 
 
 # --8<-- [end:exact]
@@ -161,8 +177,8 @@ def timed(cases: list[str], batches: list[int], vocab: int, dev: str, rounds: in
                 "torch_vs_normal": summarize(
                     [o / n for o, n in zip(theirs["rounds"], times[f"torch_topk:{base}"]["rounds"])], "x"
                 ),
-                "programs": p["batch"] * -(-vocab // plan(p["batch"], vocab, K)[0]["chunk"]),
-                "exact_path_programs": exact_path_programs(x, K),
+                "chunks": p["batch"] * -(-vocab // plan(p["batch"], vocab, K)[0]["chunk"]),
+                "exact_path_chunks": exact_path_chunks(x, K),
                 "finite_per_row": int(x.isfinite().sum(dim=1).min()),
                 "replay": replay,
                 "checks_pass": passed(p["eager"]) and passed(replay),
@@ -187,8 +203,8 @@ def special_rows(names: list[str], dev: str) -> list[dict]:
             row["replay"] = checks(x, k, *kept["out"])
         else:
             row["replay"] = None  # no graphs on the CPU
-        row["exact_path_programs"] = exact_path_programs(x, k, **options)
-        row["programs"] = x.shape[0] * -(-x.shape[1] // plan(*x.shape, k, **options)[0]["chunk"])
+        row["exact_path_chunks"] = exact_path_chunks(x, k, **options)
+        row["chunks"] = x.shape[0] * -(-x.shape[1] // plan(*x.shape, k, **options)[0]["chunk"])
         row["checks_pass"] = passed(eager) and (row["replay"] is None or passed(row["replay"]))
         out.append(row)
     return out
@@ -210,8 +226,8 @@ def measure(small: bool = False) -> dict:
         "eager / replay: checks of the eager call's output and of the graph's last replay: values equal "
         "torch.topk's (NaN where it has NaN), indices point at their values and do not repeat, indices in "
         "the documented order (radix key from the largest, ties by lowest index)",
-        "exact_path_programs: of the first launch's programs (programs), how many take the exact path, "
-        "computed on the host by the kernel's rule",
+        "exact_path_chunks: of the first launch's chunks (chunks), how many take the exact path, "
+        "computed on the host by the kernel's rules (the running threshold included)",
         "finite_per_row: the fewest finite values in a row",
         "special_rows: tests/test_m12_topk.py's rows (_special_rows.py), run on this device",
     ]
@@ -243,13 +259,13 @@ if __name__ == "__main__":
         t = p["time_us"]
         cells = [p["case"], p["batch"], f"{t['ours']['median']:.1f}", f"{t['torch_topk']['median']:.1f}"]
         cells += [f"{p['ours_vs_normal']['median']:.2f}", f"{p['vs_torch_topk']['median']:.2f}"]
-        cells += [f"{p['exact_path_programs']}/{p['programs']}", "ok" if p["checks_pass"] else "FAIL"]
+        cells += [f"{p['exact_path_chunks']}/{p['chunks']}", "ok" if p["checks_pass"] else "FAIL"]
         print("  " + " ".join(f"{c:>10}" for c in cells))
     print("  special rows on this device (eager and replayed, against torch.topk):")
     for row in r["special_rows"]:
         print(
             f"    {row['row']:>28}: {'ok' if row['checks_pass'] else 'FAIL'}, exact path in "
-            f"{row['exact_path_programs']} of {row['programs']} first-launch programs"
+            f"{row['exact_path_chunks']} of {row['chunks']} first-launch chunks"
         )
     print(f"  every check passed: {r['all_checks_pass']}")
     for note in r["notes"]:
