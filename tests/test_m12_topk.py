@@ -93,9 +93,9 @@ def test_three_launches(m):
 
 
 def test_one_launch_and_k_equal_to_the_row(m):
-    x = rows(2, 300, seed=2)
-    assert len(m.plan(2, 300, 300)) == 1
-    check(m, x, 300)  # every element: a full sort
+    x = rows(2, 100, seed=2)
+    assert len(m.plan(2, 100, 100)) == 1
+    check(m, x, 100)  # every element: a full sort
 
 
 def test_k_past_the_packed_search(m):
@@ -187,18 +187,18 @@ def sp():
 def test_exact_path_prediction_matches_the_interpreter(sp, monkeypatch, row):
     """special.py stores how many first-launch chunks take the exact path, computed on the host by the
     kernel's rules; here the interpreter's own calls to the exact search are counted and compared
-    (each such chunk calls kth_largest_reread once to rank the ties by index). masked@4: four chunks a
-    program, the running threshold sparing every chunk after a program's first."""
+    (each such chunk of the first launch calls lowest_ties once to take the ties by index). masked@4:
+    four chunks a program, the running threshold sparing every chunk after a program's first."""
     import sys
 
     kernel = sys.modules[sp.topk.__module__]  # the _topk module special.py runs
-    original, first_launch = kernel.kth_largest_reread, []
+    original, first_launch = kernel.lowest_ties, []
 
-    def counting(*args, **kwargs):  # (src_row, start, n, k, tie, BY_INDEX, FIRST, ...)
-        first_launch.append(bool(args[5]) and bool(args[6]))
+    def counting(*args, **kwargs):
+        first_launch.append(True)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(kernel, "kth_largest_reread", counting)
+    monkeypatch.setattr(kernel, "lowest_ties", counting)
     if row in SPECIAL.SPECIAL_ROWS:
         x, k, options = special(row)
     else:

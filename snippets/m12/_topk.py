@@ -25,9 +25,11 @@ TopKTypeConfig<float>::convert in SortingRadixSelect.cuh), two bits per step: th
 packed 8 bits each into one int32 sum, 16 sums in all; then the chunk is compared with t as floats.
 Where more than SLOTS elements pass (many ties at t, or the large values gathered in fewer than k of
 the strided groups), the program finds the chunk's exact k-th key instead (unless fewer than k keys
-lie above t: then t is it) by deciding its 32 bits one count at a time, and takes, of the keys equal
-to it, those with the lowest indices the same way; it reads its chunk again, a few rows at a time, so
-that this rare path costs registers only while it runs. It then keeps exactly k.
+lie above t: then t is it) by deciding its 32 bits one count at a time, reading its chunk again, a
+few rows at a time, so that this rare path costs registers only while it runs; and it takes, of the
+keys equal to it, those with the lowest indices: in the first launch by counting the ties before each
+in index order (two running sums over the chunk it holds), in later ones (the survivors are not in
+index order) by a search of their indices, rereading the chunk. It then keeps exactly k.
 
 Against the alternatives:
 - radix select (torch.topk's multi-block path at these shapes, mbtopk in TensorTopK.cu): exact in
@@ -177,6 +179,18 @@ def kth_largest_reread(
 
 
 @triton.jit
+def lowest_ties(key, valid, t, m):
+    """Of the chunk's elements [GROUPS, ROWS] whose key is t, the m with the lowest indices, where the
+    chunk is the logits' (the first launch: element (g, r) has index start + r * GROUPS + g, so the
+    ties at lower indices are those of the columns before r and those above g in column r, two
+    running sums)."""
+    tie = (valid & (key == t)).to(tl.int32)
+    per_column = tl.sum(tie, axis=0)
+    before = (tl.cumsum(per_column, axis=0) - per_column)[None, :] + tl.cumsum(tie, axis=0) - tie
+    return (tie > 0) & (before < m)
+
+
+@triton.jit
 def select(
     x,
     valid,
@@ -213,10 +227,12 @@ def select(
         if above >= k:  # else t is the k-th largest key already
             t = kth_largest_reread(src_row, start, n, k, t, False, FIRST, EVEN, GROUPS, ROWS, min(8, ROWS))
             above = tl.sum((valid & (radix_key(x) > t)).to(tl.int32))
-        # of the elements whose key is t, the k - above with the lowest indices
-        lowest = kth_largest_reread(src_row, start, n, k - above, t, True, FIRST, EVEN, GROUPS, ROWS, min(8, ROWS))
         key = tl.where(valid, radix_key(x), 0)
-        keep = (key > t) | ((key == t) & valid & ((~idx).to(tl.uint32, bitcast=True) >= lowest))
+        if FIRST:  # of the elements whose key is t, the k - above with the lowest indices
+            keep = (key > t) | lowest_ties(key, valid, t, k - above)
+        else:  # survivors are not in index order: the same by a search of ~index, rereading the chunk
+            lowest = kth_largest_reread(src_row, start, n, k - above, t, True, FIRST, EVEN, GROUPS, ROWS, min(8, ROWS))
+            keep = (key > t) | ((key == t) & valid & ((~idx).to(tl.uint32, bitcast=True) >= lowest))
     if RUNNING:
         reached = tl.sum((valid & (radix_key(x) >= t)).to(tl.int32)) >= k
         t = tl.where(reached & (t < 0xFF800000), t + 1, t)  # +inf's and NaN's keys stay (t + 1: a NaN)

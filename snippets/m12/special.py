@@ -9,8 +9,8 @@ Timed (float32, V = 262,144, k = 50, batch 1 and 64), every row beside the ordin
 - "ascending": each row sorted ascending (the largest values together, at the end of the row);
 - "bf16_ties": N(0, 1) rounded to bfloat16 and held in float32 (8 bits of mantissa: many equal values).
 A first-launch chunk whose filter keeps more than its slots (a chunk with fewer than k finite group
-maxima keeps every element) takes the exact path and reads the chunk again, up to 64 times (32 when
-fewer than k keys lie above its threshold). Every
+maxima keeps every element) takes the exact path: it reads the chunk again 32 times, unless fewer than
+k keys lie above its threshold, and takes the ties at the threshold by index. Every
 variant (ours and torch.topk, on each row and batch) is captured once into a CUDA graph (race.graphed)
 and timed as replays, all in the same interleaved rounds (bench.gpu_us_each: CUDA events, L2 flushed
 before each call); ratios are per round: each row's time over the normal row's, torch.topk's over ours.
