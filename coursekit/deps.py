@@ -40,6 +40,8 @@ class Module:
     tree: ast.Module
     defs: dict[str, list[ast.stmt]] = field(default_factory=dict)  # name -> the statements binding it
     always: list[ast.stmt] = field(default_factory=list)  # module-level code that runs on import
+    # Memos: a module is parsed once per modification time (_parse), so what is derived from it is too.
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 def canonical(node) -> str:
@@ -120,9 +122,21 @@ def _parse(path: Path, mtime_ns: int) -> Module:
     return mod
 
 
+@lru_cache(maxsize=4096)
+def _resolved(path: str, cwd: str) -> Path:
+    return (Path(cwd) / path).resolve()
+
+
 def parse(path: Path) -> Module:
-    path = Path(path).resolve()
+    path = _resolved(str(path), str(Path.cwd()))
     return _parse(path, path.stat().st_mtime_ns)
+
+
+def _memo(mod: Module, key: tuple, compute):
+    """What compute() derives from mod, computed once per parse of it."""
+    if key not in mod.memo:
+        mod.memo[key] = compute()
+    return mod.memo[key]
 
 
 def resolve(module: str, importer: Path) -> Path | None:
@@ -184,21 +198,11 @@ def dependencies(snippet: Path, extra: tuple[tuple[str, str], ...] = RUNNER_DEFI
     seen: set[Definition] = set()
     todo: list[Definition] = []
 
-    def uses_from(stmts, module: Module):
-        """Queue what ``stmts`` (of ``module``) use from the project."""
-        imports = _project_imports(module.tree.body, module.path)
-        for name in _used_names(stmts) | {n for s in stmts for n in _bound_names(s)}:
-            if name in imports:
-                path, attr = imports[name]
-                if attr is not None:
-                    todo.append(Definition(path, attr))
-                else:
-                    attrs = _attribute_uses(stmts, name)
-                    todo.extend(Definition(path, a) for a in (attrs if attrs is not None else ["*"]))
-            elif module.path != snippet and name in module.defs:
-                todo.append(Definition(module.path, name))
+    def uses_from(stmts, module: Module, key: str):
+        """Queue what ``stmts`` (of ``module``; key: which of its definitions they are) use from the project."""
+        todo.extend(_memo(module, ("uses", key, module.path == snippet), lambda: _uses(stmts, module, snippet)))
 
-    uses_from(root.tree.body, root)
+    uses_from(root.tree.body, root, "*")
     for mod_name, name in extra:
         path = resolve(mod_name, snippet)
         if path is not None:
@@ -216,17 +220,41 @@ def dependencies(snippet: Path, extra: tuple[tuple[str, str], ...] = RUNNER_DEFI
         if stmts is None:
             raise ImportError(f"{d.path} defines no {d.name!r}, which a snippet imports")
         # module-level code of a module runs on import: it is part of anything taken from it
-        uses_from(list(stmts) + mod.always, mod)
+        uses_from(list(stmts) + mod.always, mod, d.name + "+always")
     return sorted(seen, key=lambda d: (str(d.path), d.name))
+
+
+def _uses(stmts, module: Module, snippet: Path) -> list[Definition]:
+    """The project definitions ``stmts`` (of ``module``) use directly."""
+    imports = _memo(module, ("imports",), lambda: _project_imports(module.tree.body, module.path))
+    found = []
+    for name in _used_names(stmts) | {n for s in stmts for n in _bound_names(s)}:
+        if name in imports:
+            path, attr = imports[name]
+            if attr is not None:
+                found.append(Definition(path, attr))
+            else:
+                attrs = _attribute_uses(stmts, name)
+                found.extend(Definition(path, a) for a in (attrs if attrs is not None else ["*"]))
+        elif module.path != snippet and name in module.defs:
+            found.append(Definition(module.path, name))
+    return found
+
+
+def module_text(path: Path) -> str:
+    """The canonical AST of a whole module (docstrings left out)."""
+    mod = parse(path)
+    return _memo(mod, ("text", None), lambda: canonical(mod.tree))
 
 
 def definition_text(d: Definition) -> str:
     """The canonical AST of one definition (and of its module's import-time code)."""
     mod = parse(d.path)
     stmts = mod.tree.body if d.name == "*" else mod.defs[d.name]
-    return canonical(list(stmts)) + "|" + canonical(mod.always)
+    return _memo(mod, ("text", d.name), lambda: canonical(list(stmts)) + "|" + canonical(mod.always))
 
 
+@lru_cache(maxsize=4096)
 def relative(path: Path) -> str:
     path = Path(path).resolve()
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name

@@ -84,9 +84,10 @@ def snippet_hash(path: Path) -> str:
     (coursekit/deps.py). A new function in coursekit/bench.py stales nothing; a change to
     ``host_us`` stales exactly the snippets that use it."""
     path = Path(path)
-    digest = hashlib.sha256(deps.canonical(deps.parse(path).tree).encode())
+    digest = hashlib.sha256(deps.module_text(path).encode())
+    itself = deps.parse(path).path  # resolved
     for d in deps.dependencies(path):
-        if d.path.resolve() == path.resolve():
+        if d.path == itself:  # both resolved (coursekit/deps.py)
             continue
         digest.update(f"\n{deps.relative(d.path)}:{d.name}=".encode())
         digest.update(deps.definition_text(d).encode())
