@@ -187,18 +187,18 @@ def sp():
 def test_exact_path_prediction_matches_the_interpreter(sp, monkeypatch, row):
     """special.py stores how many first-launch chunks take the exact path, computed on the host by the
     kernel's rules; here the interpreter's own calls to the exact search are counted and compared
-    (each such chunk of the first launch calls lowest_ties once to take the ties by index). masked@4:
+    (each such chunk of the first launch calls last_tie once to take the ties by index). masked@4:
     four chunks a program, the running threshold sparing every chunk after a program's first."""
     import sys
 
     kernel = sys.modules[sp.topk.__module__]  # the _topk module special.py runs
-    original, first_launch = kernel.lowest_ties, []
+    original, first_launch = kernel.last_tie, []
 
     def counting(*args, **kwargs):
         first_launch.append(True)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(kernel, "lowest_ties", counting)
+    monkeypatch.setattr(kernel, "last_tie", counting)
     if row in SPECIAL.SPECIAL_ROWS:
         x, k, options = special(row)
     else:

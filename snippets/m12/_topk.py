@@ -28,8 +28,8 @@ the strided groups), the program finds the chunk's exact k-th key instead (unles
 lie above t: then t is it) by deciding its 32 bits one count at a time, reading its chunk again, a
 few rows at a time, so that this rare path costs registers only while it runs; and it takes, of the
 keys equal to it, those with the lowest indices: in the first launch by counting the ties before each
-in index order (two running sums over the chunk it holds), in later ones (the survivors are not in
-index order) by a search of their indices, rereading the chunk. It then keeps exactly k.
+in index order (one more read of the chunk, a few rows at a time), in later ones (the survivors are
+not in index order) by a search of their indices, rereading the chunk. It then keeps exactly k.
 
 Against the alternatives:
 - radix select (torch.topk's multi-block path at these shapes, mbtopk in TensorTopK.cu): exact in
@@ -179,15 +179,32 @@ def kth_largest_reread(
 
 
 @triton.jit
-def lowest_ties(key, valid, t, m):
-    """Of the chunk's elements [GROUPS, ROWS] whose key is t, the m with the lowest indices, where the
-    chunk is the logits' (the first launch: element (g, r) has index start + r * GROUPS + g, so the
-    ties at lower indices are those of the columns before r and those above g in column r, two
-    running sums)."""
-    tie = (valid & (key == t)).to(tl.int32)
-    per_column = tl.sum(tie, axis=0)
-    before = (tl.cumsum(per_column, axis=0) - per_column)[None, :] + tl.cumsum(tie, axis=0) - tie
-    return (tie > 0) & (before < m)
+def last_tie(
+    src_row,
+    start,
+    n,
+    m,
+    tie,
+    EVEN: tl.constexpr,
+    GROUPS: tl.constexpr,
+    ROWS: tl.constexpr,
+    TILE: tl.constexpr,
+):
+    """The index of the m-th, in index order, of the chunk's logits whose key is tie: the chunk read
+    again TILE rows at a time (few registers, as kth_largest_reread). Element (g, r) of the first
+    launch's chunk has index start + r * GROUPS + g, so the ties before an element are those of the
+    tiles before, of the rows before in its tile, and of the groups above in its row."""
+    seen = tl.zeros([], tl.int32)
+    last = tl.full([], -1, tl.int32)
+    for r in range(0, ROWS, TILE):
+        pos = start + tl.arange(0, GROUPS)[:, None] + (r + tl.arange(0, TILE))[None, :] * GROUPS
+        x, valid, idx = load_elements(src_row, pos, n, True, EVEN)
+        is_tie = (valid & (radix_key(x) == tie)).to(tl.int32)
+        per_row = tl.sum(is_tie, axis=0)
+        before = seen + (tl.cumsum(per_row, axis=0) - per_row)[None, :] + tl.cumsum(is_tie, axis=0) - is_tie
+        last = tl.maximum(last, tl.max(tl.where((is_tie > 0) & (before < m), idx, -1)))
+        seen += tl.sum(per_row)
+    return last
 
 
 @triton.jit
@@ -214,27 +231,32 @@ def select(
     the chunk's elements have a key >= t: an element of a later chunk that ties at t has a higher
     index than each of them, so it cannot make the top k (a row masked to -inf but for a few logits
     then pays the exact path once, not in every chunk). Else (t is the floor) it is t. RUNNING: there
-    are chunks after it (else the threshold is not computed)."""
+    are chunks after it (else the threshold is not raised)."""
     maxima = tl.max(tl.where(valid, x, float("-inf")), axis=1)  # group g: elements g, g + GROUPS, ...
     if GROUPS <= 128:  # >= k maxima, so >= k elements, have a key >= t
-        t = kth_largest_small(radix_key(maxima), k)
+        own = kth_largest_small(radix_key(maxima), k)
     else:
-        t = kth_largest(radix_key(maxima), k)
-    t = tl.maximum(t, floor)  # both thresholds hold: the higher one
+        own = kth_largest(radix_key(maxima), k)
+    t = tl.maximum(own, floor)  # both thresholds hold: the higher one
+    # k of the chunk's elements have a key >= t when t is its own (a group past the row's end has the
+    # maximum -inf too, but no chunk of the row follows one with such groups)
+    reached = own >= floor
     keep = valid & ~(x < key_value(t))  # x >= t as floats, or NaN: every key >= t (and -0.0 at t = +0.0)
     if tl.sum(keep.to(tl.int32)) > SLOTS:  # too many (ties at t, or an adversarial order): exact
         above = tl.sum((valid & (radix_key(x) > t)).to(tl.int32))
         if above >= k:  # else t is the k-th largest key already
             t = kth_largest_reread(src_row, start, n, k, t, False, FIRST, EVEN, GROUPS, ROWS, min(8, ROWS))
             above = tl.sum((valid & (radix_key(x) > t)).to(tl.int32))
+            reached = tl.full([], True, tl.int1)  # t is the chunk's own k-th largest key
         key = tl.where(valid, radix_key(x), 0)
-        if FIRST:  # of the elements whose key is t, the k - above with the lowest indices
-            keep = (key > t) | lowest_ties(key, valid, t, k - above)
-        else:  # survivors are not in index order: the same by a search of ~index, rereading the chunk
+        # of the elements whose key is t, the k - above with the lowest indices
+        if FIRST:  # the logits, in index order
+            last = last_tie(src_row, start, n, k - above, t, EVEN, GROUPS, ROWS, min(8, ROWS))
+            keep = (key > t) | ((key == t) & valid & (idx <= last))
+        else:  # survivors are not in index order: a search of ~index, rereading the chunk
             lowest = kth_largest_reread(src_row, start, n, k - above, t, True, FIRST, EVEN, GROUPS, ROWS, min(8, ROWS))
             keep = (key > t) | ((key == t) & valid & ((~idx).to(tl.uint32, bitcast=True) >= lowest))
     if RUNNING:
-        reached = tl.sum((valid & (radix_key(x) >= t)).to(tl.int32)) >= k
         t = tl.where(reached & (t < 0xFF800000), t + 1, t)  # +inf's and NaN's keys stay (t + 1: a NaN)
     return keep, t
 

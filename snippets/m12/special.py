@@ -83,9 +83,10 @@ def exact_path_chunks(x: torch.Tensor, k: int, chunk=None, last_max=FINAL_MAX, p
     groups); a program's chunks in turn, each filtered against the running threshold (the floor) and,
     if more than the slots pass, against t, the higher of the floor and the k-th largest group
     maximum's key; more than the slots at or above t is the exact path. The floor after such a chunk:
-    t + 1 if k of its keys are >= t (t: after the exact path, the chunk's k-th largest key if k keys
-    lie above the threshold), else t. tl.max drops NaN (a maxnum on the GPU, numpy's nanmax in Triton
-    3.6's interpreter): a group's maximum is NaN only when all of the group is NaN."""
+    t + 1 where t is its own (the k-th largest group maximum's key, or after the exact path its k-th
+    largest key if k keys lie above the threshold), else t. tl.max drops NaN (a maxnum on the GPU,
+    numpy's nanmax in Triton 3.6's interpreter): a group's maximum is NaN only when all of the group
+    is NaN."""
     batch, n = x.shape
     level = plan(batch, n, k, chunk, last_max, per_program)[0]
     size, groups, slots, per = level["chunk"], level["groups"], level["slots"], level["per_program"]
@@ -107,8 +108,9 @@ def exact_path_chunks(x: torch.Tensor, k: int, chunk=None, last_max=FINAL_MAX, p
         t = torch.maximum(own[:, :, c], floor)
         took = searched & (passing(t) > slots)
         exact += int(took.sum())
-        t = torch.where(took & ((kc > t[:, :, None, None]).sum(dim=(2, 3)) >= k), kth[:, :, c], t)
-        reached = (kc >= t[:, :, None, None]).sum(dim=(2, 3)) >= k
+        reread = took & ((kc > t[:, :, None, None]).sum(dim=(2, 3)) >= k)
+        t = torch.where(reread, kth[:, :, c], t)
+        reached = (own[:, :, c] >= floor) | reread  # k of the chunk's keys are >= t
         t = torch.where(reached & (t < 0xFF800000), t + 1, t)
         floor = torch.where(searched, t, floor)
     return exact
