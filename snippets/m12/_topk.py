@@ -251,7 +251,7 @@ def select(
         key = tl.where(valid, radix_key(x), 0)
         # of the elements whose key is t, the k - above with the lowest indices
         if FIRST:  # the logits, in index order
-            last = last_tie(src_row, start, n, k - above, t, EVEN, GROUPS, ROWS, min(8, ROWS))
+            last = last_tie(src_row, start, n, k - above, t, EVEN, GROUPS, ROWS, max(1, min(ROWS, 1024 // GROUPS)))
             keep = (key > t) | ((key == t) & valid & (idx <= last))
         else:  # survivors are not in index order: a search of ~index, rereading the chunk
             lowest = kth_largest_reread(src_row, start, n, k - above, t, True, FIRST, EVEN, GROUPS, ROWS, min(8, ROWS))
