@@ -4,7 +4,8 @@ so the rows number 2^28 / (N x element size). One kernel, two ways through a row
 autotuner per N and dtype along with the warps and the rows per program:
 
 - one pass: a program holds ROWS whole rows in registers, reads each element once and writes it once;
-- online: for long rows, a program walks its row in CHUNK-wide blocks, keeping a running maximum
+- online: a program walks its row in CHUNK-wide blocks (rows too long to hold need it; the
+  autotuner may pick it for shorter ones where it times faster), keeping a running maximum
   and a running sum of exponentials rescaled as the maximum grows (online softmax), then reads
   the row again to write it. The first read asks L2 to keep the row (eviction_policy="evict_last"),
   the second read and the write to let go of it ("evict_first"), so that the second read is served
