@@ -140,14 +140,14 @@ def drift_figure(results):
             picked = [r for r in rows if r["clock"] == clock]
             fig.add_trace(
                 go.Scatter(
-                    x=[float(f"{max(r[field], 0.01):.4g}") for r in picked],  # 4 digits: the page stays light
+                    x=[float(f"{max(r[field], 0.01):.3g}") for r in picked],  # 3 digits: the page stays light
                     y=[round(y0 + _jitter(i), 2) for i in range(len(picked))],  # a spread within the row, not a value
                     mode="markers",
                     name=labels[-1],
                     marker={"symbol": "circle" if clock == "host" else "diamond", "size": 6, "opacity": 0.7},
                     # the summaries that moved 3 % or more are named; naming every one would weigh down the page
                     text=[f"{r['key']}: {r['path']}" if r[field] >= 3 else "" for r in picked],
-                    hovertemplate="%{text}<br>%{x:.2f} %<extra>" + labels[-1] + "</extra>",
+                    hovertemplate="%{text}<br>%{x:.3g} %<extra>" + labels[-1] + "</extra>",
                     showlegend=False,
                 )
             )
