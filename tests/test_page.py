@@ -310,3 +310,17 @@ def test_the_cache_forgets_what_no_recent_build_used(tmp_path, monkeypatch):
     assert cache.get("pages", "used") == [2]  # a hit renews it
     assert cache.prune() == 1
     assert cache.get("pages", "old") is None and cache.get("pages", "used") == [2]
+
+
+def test_figure_json_keeps_five_significant_digits():
+    """A page's figures carry their floats at five significant digits (one decimal from 10,000 up),
+    integers and non-finite values as they are."""
+    import plotly.graph_objects as go
+
+    from coursekit.page.figures import figure_json
+
+    fig = go.Figure(go.Scatter(x=[1, 2, 3, 4], y=[1234.56789, 0.000123456789, 123456.789, float("nan")]))
+    spec = json.loads(figure_json(fig))
+    y = spec["data"][0]["y"]
+    assert y[:3] == [1234.6, 0.00012346, 123456.8] and y[3] is None  # plotly writes NaN as null
+    assert spec["data"][0]["x"] == [1, 2, 3, 4]

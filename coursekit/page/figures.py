@@ -107,14 +107,28 @@ def _replay(ctx: PageContext, entry: dict) -> dict | None:
     return used
 
 
+def _shorter(value):
+    """A figure's floats at five significant digits (one decimal from 10,000 up): what a hover or
+    an axis shows, without the float's last bits, so that a page stays light."""
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")) or value == 0:
+            return value
+        return round(value, 1) if abs(value) >= 1e4 else float(f"{value:.5g}")
+    if isinstance(value, list):
+        return [_shorter(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _shorter(v) for k, v in value.items()}
+    return value
+
+
 def figure_json(fig) -> str:
-    """A figure's spec as the page carries it: no template (figures.js applies the page's palette)
-    and every axis with automargin, so that its tick labels and title grow the margin instead of
-    being clipped by it."""
+    """A figure's spec as the page carries it: no template (figures.js applies the page's palette),
+    every axis with automargin, so that its tick labels and title grow the margin instead of being
+    clipped by it, and floats shortened (_shorter)."""
     fig.layout.template = None
     fig.update_xaxes(automargin=True)
     fig.update_yaxes(automargin=True)
-    return fig.to_json()
+    return json.dumps(_shorter(json.loads(fig.to_json())), separators=(",", ":"))
 
 
 def caption_of(ctx: PageContext, rest: str, placeholder: str) -> tuple[str, str, int]:
