@@ -101,11 +101,12 @@ def test_grouped_mm_autotuned_path_agrees_with_torch(gg):
 # ---------------------------------------------------------------- the same through TMA (tensor descriptors)
 
 
-def small_tma(bm, bn, bk, programs_per_sm, w_3d):
+def small_tma(bm, bn, bk, programs_per_sm, w_3d, tma_store=False, subtile=False):
     import triton
 
     meta = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 2, "PROGRAMS_PER_SM": programs_per_sm}
-    return triton.Config(meta | {"W_3D": w_3d}, num_warps=4, num_stages=1)
+    store = {"TMA_STORE": tma_store, "EPILOGUE_SUBTILE": subtile}
+    return triton.Config(meta | {"W_3D": w_3d} | store, num_warps=4, num_stages=1)
 
 
 def weights(groups, k, n, k_major):
@@ -137,6 +138,26 @@ def test_grouped_mm_tma_matches_a_loop_of_mm(gg, counts, k_major, w_3d):
     rtol, atol = tolerance(DTYPE, K)
     torch.testing.assert_close(out[:rows].float(), grouped_reference(x, w, counts)[:rows], rtol=rtol, atol=atol)
     assert out[rows:].isnan().all(), "the kernel wrote rows past the last group"
+
+
+@pytest.mark.parametrize("subtile", [False, True], ids=["whole", "halves"])
+def test_grouped_mm_tma_store_writes_full_tiles_and_only_them(gg, subtile):
+    """Full tiles stored through TMA (whole, or in two halves), partial ones through masked pointers:
+    groups of 70 and 150 rows leave full 32-row tiles and partial last ones, N = 56 a partial last
+    column tile (TMA must not write past N: out is the first 56 columns of wider rows, whose other
+    columns stay NaN), and three rows past the last group stay NaN."""
+    counts, K, N = [70, 0, 3, 0, 150], 40, 56
+    rows = sum(counts)
+    x = torch.randn(rows + 3, K, device=DEV).to(DTYPE)
+    w = weights(len(counts), K, N, k_major=False)
+    offs = torch.tensor(counts, device=DEV).cumsum(0).to(torch.int32)
+    wide = torch.full((rows + 3, N + 8), float("nan"), device=DEV, dtype=DTYPE)
+    out = wide[:, :N]
+    gg.grouped_mm_tma(x, w, offs, config=small_tma(32, 32, 16, 1, True, tma_store=True, subtile=subtile), out=out)
+    rtol, atol = tolerance(DTYPE, K)
+    torch.testing.assert_close(out[:rows].float(), grouped_reference(x, w, counts)[:rows], rtol=rtol, atol=atol)
+    assert out[rows:].isnan().all(), "the kernel wrote rows past the last group"
+    assert wide[:, N:].isnan().all(), "the kernel wrote columns past N"
 
 
 def test_grouped_mm_tma_autotuned_path_agrees_with_torch(gg):

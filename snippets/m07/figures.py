@@ -360,9 +360,8 @@ def matmul_facts(results) -> dict:
                 mark = "  <- kept" if all(c.get(k) == cfg.get(k) for k in cfg) else ""
                 tune_lines.append(f"    {timing}  {_tile_text(c)}{mark}")
             previous = s
-        if entry["steps"]:  # the fastest step, as the scoreboard's race takes it
-            best = max(entry["steps"].values(), key=lambda row: row["vs_cublas"]["median"])
-            entry["best"] = best
+        if data["raced"] in entry["steps"]:  # the step named before the run to race cuBLAS on the scoreboard
+            entry["best"] = entry["steps"][data["raced"]]
         by_size[str(size)] = entry
     # The autotuner's own timing of the tile loop flattened against the same candidate unflattened:
     # above 1, the flattened loop took longer. One do_bench median per candidate, no spread.

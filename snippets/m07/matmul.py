@@ -34,6 +34,7 @@ from coursekit.bench import device_name, gpu_us_each, rate, summarize  # noqa: E
 PROCESSES = 1  # one process: every number here is a device-side time (CUDA events), not a host timing
 
 SIZES = [4096, 8192]  # M = N = K
+RACED = "tma"  # the step that races cuBLAS on the scoreboard, named here, not picked from the timings
 SMALL_SIZES = [96]  # on the CPU: one tile of the largest blocks, not a multiple of BLOCK_K
 
 
@@ -53,12 +54,16 @@ CONFIGS = [
 ]
 # Step 2 also tries its tile loop flattened into the K loop (one software pipeline across tiles) or not.
 PERSISTENT_CONFIGS = [config(bm, bn, 64, 3, 8, FLATTEN=f) for bm, bn in ((128, 256), (256, 128)) for f in (True, False)]
-# Steps 3 and 4 also choose whether the output tile is stored in two halves (see the kernel).
+# Steps 3 and 4 also choose whether the output tile is stored in two halves (see the kernel); step 3
+# also how many tile rows a group spans (GROUP_M: wider bands share more B columns in L2) and a
+# 128 x 128 tile on one warp group, twice the tiles in flight.
 TMA_CONFIGS = [
     config(128, 256, 64, 3, 8, EPILOGUE_SUBTILE=False),
     config(128, 256, 64, 3, 8, EPILOGUE_SUBTILE=True),
+    config(128, 256, 64, 3, 8, EPILOGUE_SUBTILE=True, GROUP_M=16),
+    config(128, 256, 64, 3, 8, EPILOGUE_SUBTILE=True, GROUP_M=32),
     config(128, 256, 64, 4, 8, EPILOGUE_SUBTILE=True),
-    config(256, 128, 64, 4, 8, EPILOGUE_SUBTILE=True),
+    config(128, 128, 64, 4, 4, EPILOGUE_SUBTILE=False),
 ]
 # Warp specialization: one producer warp group issuing TMA loads, two consumer warp groups issuing
 # wgmma. On Hopper, Triton 3.6 specializes only at num_warps=4 (the warps of one consumer); with 8 it
@@ -405,10 +410,9 @@ def measure(small: bool = False) -> dict:
         ]
     points = [time_size(size, dtype, dev, notes) for size in (SMALL_SIZES if small else SIZES)]
     reps = [p["cublas"]["time_us"]["n"] for p in points] + [s["time_us"]["n"] for p in points for s in p["steps"]]
-    races = []  # the scoreboard's rows (coursekit/scoreboard.py): the fastest step at each size against cuBLAS
+    races = []  # the scoreboard's rows (coursekit/scoreboard.py): step RACED, named before the run, against cuBLAS
     for p in points:
-        if p["steps"]:
-            best = max(p["steps"], key=lambda s: s["vs_cublas"]["median"])
+        for best in (s for s in p["steps"] if s["step"] == RACED):
             races.append(
                 {
                     "name": f"Triton {str(dtype).removeprefix('torch.')} matmul {p['size']}^3 ({best['step']})",
@@ -424,6 +428,7 @@ def measure(small: bool = False) -> dict:
         "dtype": str(dtype).removeprefix("torch."),
         "points": points,
         "notes": notes,
+        "raced": RACED,
         "races": races,
     }
 

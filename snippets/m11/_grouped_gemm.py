@@ -158,16 +158,24 @@ def grouped_mm(x_sorted, w, offs, config: triton.Config | None = None, out=None)
 # the weights are described (W_3D: one 3-D descriptor [G, K, N], the one measured; or the groups stacked as
 # 2-D rows, tested on the CPU only). Not warp-specialized (not tried): module 07 got Triton 3.6 to specialize a
 # plain matmul loop on the H200 at 4 warps; this kernel's K loop sits inside a while loop over the tiles.
-def tma_config(bm, bn, bk, stages, warps, programs_per_sm, w_3d=True):
+def tma_config(bm, bn, bk, stages, warps, programs_per_sm, w_3d=True, tma_store=False, subtile=False):
     meta = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "PROGRAMS_PER_SM": programs_per_sm}
-    return triton.Config(meta | {"W_3D": w_3d}, num_stages=stages, num_warps=warps)
+    store = {"TMA_STORE": tma_store, "EPILOGUE_SUBTILE": subtile}
+    return triton.Config(meta | {"W_3D": w_3d} | store, num_stages=stages, num_warps=warps)
 
 
 # What the autotuner chooses among. Shared memory per program: (BLOCK_M + BLOCK_N) x BLOCK_K x stages x 2
 # bytes (an H200 SM has 228 KiB): 64 x 128 at 4 stages and 128 x 128 at 3 leave room for two programs.
+# TMA_STORE: a tile whose rows all lie in its group leaves through a TMA store, which the program does not
+# wait on before it starts its next tile's loads (the tile is staged in shared memory: 64 KiB for 128 x 256,
+# half with EPILOGUE_SUBTILE, which stores it in two halves).
 TMA_CONFIGS = [
     tma_config(128, 256, 64, 3, 8, 1),
     tma_config(128, 256, 64, 4, 8, 1),
+    tma_config(128, 256, 64, 3, 8, 1, tma_store=True),
+    tma_config(128, 256, 64, 3, 8, 1, tma_store=True, subtile=True),
+    tma_config(128, 256, 64, 4, 8, 1, tma_store=True, subtile=True),
+    tma_config(64, 256, 64, 4, 4, 1, tma_store=True),
     tma_config(128, 128, 64, 4, 8, 1),
     tma_config(128, 128, 64, 3, 8, 2),
     tma_config(128, 128, 64, 3, 4, 2),
@@ -186,8 +194,12 @@ def grouped_mm_tma_kernel(
     x_ptr, w_ptr, out_ptr, offs_ptr, M, N, K, G, stride_xm, stride_wg, stride_w_outer, stride_om, stride_on,
     W_K_MAJOR: tl.constexpr,  # w[g] stored [N, K] (K contiguous) rather than [K, N]
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    PROGRAMS_PER_SM: tl.constexpr, W_3D: tl.constexpr,
+    PROGRAMS_PER_SM: tl.constexpr, W_3D: tl.constexpr, TMA_STORE: tl.constexpr = False,
+    EPILOGUE_SUBTILE: tl.constexpr = False,
 ):  # fmt: skip
+    # out as one [M, N] matrix, for the tiles stored through TMA: columns past N are not written
+    C_N: tl.constexpr = BLOCK_N // 2 if EPILOGUE_SUBTILE else BLOCK_N
+    out_desc = tl.make_tensor_descriptor(out_ptr, shape=[M, N], strides=[stride_om, 1], block_shape=[BLOCK_M, C_N])
     # x as one [M, K] matrix: a tile is BLOCK_M rows from anywhere, its rows past the group's end belong
     # to the next group (read, never stored) or lie past M (read as zeros), its columns past K read as zeros.
     x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[stride_xm, 1], block_shape=[BLOCK_M, BLOCK_K])
@@ -245,11 +257,19 @@ def grouped_mm_tma_kernel(
                     else:
                         b = w_desc.load([g * K + k, col0])
                     acc = tl.dot(a, b, acc)
-            # A pointer store, masked: a TMA store of a partial tile would write the next group's rows.
-            local_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-            cols = col0 + tl.arange(0, BLOCK_N)
-            out_ptrs = out_ptr + (start + local_m)[:, None].to(tl.int64) * stride_om + cols[None, :] * stride_on
-            tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=(local_m[:, None] < rows) & (cols[None, :] < N))
+            c = acc.to(out_ptr.dtype.element_ty)
+            if TMA_STORE and (pid_m + 1) * BLOCK_M <= rows:  # every row of the tile is this group's
+                if EPILOGUE_SUBTILE:
+                    left, right = tl.split(tl.permute(tl.reshape(c, (BLOCK_M, 2, C_N)), (0, 2, 1)))
+                    out_desc.store([row0, col0], left)
+                    out_desc.store([row0, col0 + C_N], right)
+                else:
+                    out_desc.store([row0, col0], c)
+            else:  # a pointer store, masked: a TMA store of a partial tile would write the next group's rows
+                local_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+                cols = col0 + tl.arange(0, BLOCK_N)
+                out_ptrs = out_ptr + (start + local_m)[:, None].to(tl.int64) * stride_om + cols[None, :] * stride_on
+                tl.store(out_ptrs, c, mask=(local_m[:, None] < rows) & (cols[None, :] < N))
             tile += tl.num_programs(0)
         first_tile += num_pid_m * num_pid_n
         start = end
@@ -276,10 +296,11 @@ def grouped_mm_tma(x_sorted, w, offs, config: triton.Config | None = None, out=N
         raise ValueError(f"grouped_mm_tma: w of strides {w.stride()} has neither N nor K contiguous")
     size = x_sorted.element_size()
     aligned = [x_sorted.data_ptr(), w.data_ptr(), x_sorted.stride(0) * size, w.stride(0) * size, outer * size]
-    if x_sorted.stride(1) != 1 or any(a % 16 for a in aligned):
+    aligned += [out.data_ptr(), out.stride(0) * size]
+    if x_sorted.stride(1) != 1 or out.stride(1) != 1 or any(a % 16 for a in aligned):
         raise ValueError(
             f"grouped_mm_tma: TMA needs unit inner strides and 16-byte aligned bases and strides; got x strides "
-            f"{x_sorted.stride()}, w strides {w.stride()} ({size}-byte elements)"
+            f"{x_sorted.stride()}, w strides {w.stride()}, out strides {out.stride()} ({size}-byte elements)"
         )
     if config is not None and not config.kwargs["W_3D"] and w.stride(0) != outer * (N if k_major else K):
         raise ValueError(f"grouped_mm_tma: W_3D=False needs w's groups back to back; w strides {w.stride()}")
