@@ -146,9 +146,10 @@ def routing_facts(results) -> dict:
 
 def _config_text(c: dict) -> str:
     per_sm = c["PROGRAMS_PER_SM"]
+    store = (", TMA store in halves" if c.get("EPILOGUE_SUBTILE") else ", TMA store") if c.get("TMA_STORE") else ""
     return (
         f"{c['BLOCK_M']}×{c['BLOCK_N']}×{c['BLOCK_K']} tiles, {c['num_stages']} stages, {c['num_warps']} warps, "
-        f"{per_sm} program{'s' if per_sm > 1 else ''} per SM"
+        f"{per_sm} program{'s' if per_sm > 1 else ''} per SM{store}"
     )
 
 
@@ -920,29 +921,35 @@ def _tile(c: dict) -> tuple:
     return tuple(c[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps", "PROGRAMS_PER_SM"))
 
 
+def _same(candidate: dict, config: dict) -> bool:
+    """Whether an autotuner candidate (with its timing) is the config chosen."""
+    return all(candidate.get(k) == v for k, v in config.items())
+
+
 def tma_runs(results) -> dict:
     """The TMA kernel's race from both forced runs (``RUNS``, read by name). Per run (``first``,
     ``second``), over the random-router points: how many meet the target on the median (``met``) and on
     the 10th percentile (``met_p10``), of how many; the layer's lowest and highest median and any one
     GEMM's; the Qwen-like 16,384-token layer (``qwen3_16384``, the summary); the TMA kernel over the
     pointer kernel, whole layer, round by round (``over_pointer_lowest``/``_highest``, medians); the
-    autotuner's single timings at the pointer kernel's chosen config, pointer time over TMA time, per GEMM
-    tuned (``same_tile_lowest``/``_highest``, ``same_tile_above_one``: at how many the TMA kernel was faster);
-    how many GEMMs the TMA kernel ran with a config the pointer
-    kernel's list lacks (``outside``, of ``gemms``); its chosen configs (text). ``both``: the layer's
-    lowest and highest median over the runs (also of ``same_tile`` and ``over_pointer``), and at how many
-    GEMMs the TMA kernel's config differs between the runs (``config_changed``), and the TMA kernel's
-    own tile's gain, its autotune time at the pointer kernel's tile over its chosen tile's, minus one
+    autotuner's single timings at the pointer kernel's chosen config, pointer time over TMA time (the TMA
+    kernel storing through pointers, so TMA loads alone), per GEMM tuned (``same_tile_lowest``/``_highest``,
+    ``same_tile_above_one``: at how many the TMA kernel was faster); how many GEMMs the TMA kernel ran with
+    a tile the pointer kernel's list lacks (``outside``, of ``gemms``) and with the TMA store
+    (``store_chosen``); its chosen configs (text). ``both``: the layer's lowest and highest median over the
+    runs (also of ``same_tile`` and ``over_pointer``), at how many GEMMs the TMA kernel's config differs
+    between the runs (``config_changed``), the TMA kernel's own choice's gain (tile and store), its
+    autotune time at the pointer kernel's tile stored through pointers over its chosen config's, minus one
     (``tile_gain_highest`` over every GEMM but w2 at Mixtral-like 4,096 tokens; that GEMM's in
-    ``tile_gain_mixtral_w2_4096_lowest``/``_highest``, with its same-tile ratio). ``layouts``: torch._grouped_mm's
-    slower layout's time over its faster
-    one, minus one, round by round (medians), over both runs: at the Qwen-like shape (``qwen3_lowest``,
-    ``qwen3_highest``; w13 faster N-major, w2 K-major, the page asserts which), at the Mixtral-like shape
-    for w13 and for w2 at 16,384 tokens (``mixtral_within``: the largest), and w2 at 4,096 tokens
-    (``mixtral_w2_4096_lowest``/``_highest``)."""
+    ``tile_gain_mixtral_w2_4096_lowest``/``_highest``, with its same-tile ratio), and where the store was
+    chosen, the chosen config over the fastest candidate without it, minus one (``store_gain_highest``).
+    ``layouts``: torch._grouped_mm's slower layout's time over its faster one, minus one, round by round
+    (medians), over both runs: at the Qwen-like shape (``qwen3_lowest``, ``qwen3_highest``; w13 faster
+    N-major, w2 K-major, the page asserts which) and at the Mixtral-like shape (``mixtral_within``: the
+    largest)."""
     out, chosen = {}, {}
-    margins = {"qwen3": [], "mixtral_within": [], "mixtral_w2_4096": []}
-    tile_gain, tile_gain_exception, exception_same_tile = [], [], []
+    margins = {"qwen3": [], "mixtral_within": []}
+    tile_gain, tile_gain_exception, exception_same_tile, store_gain = [], [], [], []
     for run, hardware in RUNS.items():
         data = results("m11/grouped_gemm", hardware=hardware)
         target = data["races"][0]["bar"]
@@ -956,24 +963,24 @@ def tma_runs(results) -> dict:
                 chosen.setdefault(run, {})[(p["shape"], p["tokens"], g["gemm"])] = _tile(g["tma_config"])
                 outside += _tile(g["tma_config"]) not in pointer_list
                 pointer = {_tile(c): c["autotune_ms"] for c in g.get("autotune") or []}
-                tma = {_tile(c): c["autotune_ms"] for c in g.get("tma_autotune") or []}
+                # the TMA kernel at each tile with pointer stores: TMA loads alone, to set beside the pointer kernel
+                tma = {_tile(c): c["autotune_ms"] for c in g.get("tma_autotune") or [] if not c.get("TMA_STORE")}
                 tile = _tile(g["triton_config"])
                 if tile in pointer and tile in tma:
                     same_tile.append(pointer[tile] / tma[tile])
-                    # what the TMA kernel's own choice added: its time at the pointer's tile over its chosen tile's
-                    gain = tma[tile] / tma[_tile(g["tma_config"])]
+                    # what the TMA kernel's own choice (tile and store) added: its time at the pointer's tile,
+                    # stored through pointers, over its chosen config's
+                    chosen_ms = next(c["autotune_ms"] for c in g["tma_autotune"] if _same(c, g["tma_config"]))
+                    gain = tma[tile] / chosen_ms
                     key = (p["shape"], p["tokens"], g["gemm"])
                     (tile_gain_exception if key == ("mixtral", 4096, "w2") else tile_gain).append(gain)
                     if key == ("mixtral", 4096, "w2"):
                         exception_same_tile.append(pointer[tile] / tma[tile])
+                    if g["tma_config"].get("TMA_STORE"):  # the chosen config over the fastest without the store
+                        store_gain.append(min(tma.values()) / chosen_ms)
                 ratio = paired(g["torch"]["time_us"], g["torch_kmajor"]["time_us"], lambda a, b: a / b)
                 slower_over_faster = max(ratio["median"], 1 / ratio["median"]) - 1
-                if p["shape"] == "qwen3":
-                    margins["qwen3"].append(slower_over_faster)
-                elif g["gemm"] == "w2" and p["tokens"] == 4096:
-                    margins["mixtral_w2_4096"].append(slower_over_faster)
-                else:
-                    margins["mixtral_within"].append(slower_over_faster)
+                margins["qwen3" if p["shape"] == "qwen3" else "mixtral_within"].append(slower_over_faster)
         qwen = next(p for p in races if p["shape"] == "qwen3" and p["tokens"] == 16384)
         out[run] = {
             "met": sum(r["median"] >= target for r in layer),
@@ -991,6 +998,7 @@ def tma_runs(results) -> dict:
             "same_tile_of": len(same_tile),
             "same_tile_above_one": sum(r > 1 for r in same_tile),
             "outside": outside,
+            "store_chosen": sum(bool(g["tma_config"].get("TMA_STORE")) for p in races for g in p["gemms"]),
             "gemms": 2 * len(races),
             "configs": "; ".join(sorted({_config_text(g["tma_config"]) for p in races for g in p["gemms"]})),
         }
@@ -1014,12 +1022,12 @@ def tma_runs(results) -> dict:
         "tile_gain_mixtral_w2_4096_lowest": min(tile_gain_exception) - 1,
         "tile_gain_mixtral_w2_4096_highest": max(tile_gain_exception) - 1,
         "same_tile_mixtral_w2_4096_highest": max(exception_same_tile),  # pointer over TMA, both at the pointer's tile
+        "store_chosen": f"{out['first']['store_chosen']} and {out['second']['store_chosen']}",
+        "store_gain_highest": max(store_gain, default=1.0) - 1,  # the chosen store config over the best without
     }
     out["layouts"] = {
         "qwen3_lowest": min(margins["qwen3"]),
         "qwen3_highest": max(margins["qwen3"]),
         "mixtral_within": max(margins["mixtral_within"]),
-        "mixtral_w2_4096_lowest": min(margins["mixtral_w2_4096"]),
-        "mixtral_w2_4096_highest": max(margins["mixtral_w2_4096"]),
     }
     return out
