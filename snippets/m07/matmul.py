@@ -396,9 +396,11 @@ def time_size(size: int, dtype: torch.dtype, dev: str, notes: list) -> dict:
 
 
 def time_full_waves(size: int, dtype: torch.dtype, dev: str, config: dict) -> dict:
-    """The tail's share of the gap: step RACED, with the config its autotuner chose at size^3, against
-    torch.mm at size^3 and at a shape with just enough more rows for its tiles to fill whole waves of
-    programs over the SMs (M grows, N = K = size), all four timed in the same interleaved rounds."""
+    """Where the gap at size^3 comes from: step RACED, with the config its autotuner chose at size^3,
+    against torch.mm at size^3; at a shape with just enough more rows for its tiles to fill whole
+    waves of programs over the SMs (the tail); and at shorter K loops (K = size / 4 and size / 2: the
+    same tiles, each with less work to hide its fixed cost, the pipeline's fill and the epilogue).
+    All in the same interleaved rounds."""
     sms = num_sms(torch.device(dev))
     bm, bn = config["BLOCK_M"], config["BLOCK_N"]
     cfg = triton.Config(
@@ -408,16 +410,21 @@ def time_full_waves(size: int, dtype: torch.dtype, dev: str, config: dict) -> di
     )
     col_tiles = triton.cdiv(size, bn)
     waves = triton.cdiv(triton.cdiv(size, bm) * col_tiles, sms)
-    shapes = {"square": size, "full_waves": triton.cdiv(waves * sms, col_tiles) * bm}  # M of each
+    shapes = {  # name: (M, K), N = size
+        "square": (size, size),
+        "full_waves": (triton.cdiv(waves * sms, col_tiles) * bm, size),
+        "k_half": (size, size // 2),
+        "k_quarter": (size, size // 4),
+    }
     calls, out = {}, {}
-    for name, m in shapes.items():
-        a = torch.randn(m, size, device=dev, dtype=dtype)
-        b = torch.randn(size, size, device=dev, dtype=dtype)
+    for name, (m, k) in shapes.items():
+        a = torch.randn(m, k, device=dev, dtype=dtype)
+        b = torch.randn(k, size, device=dev, dtype=dtype)
         c = torch.empty(m, size, device=dev, dtype=dtype)
         calls[f"cublas_{name}"] = lambda a=a, b=b, c=c: torch.mm(a, b, out=c)
         calls[f"{RACED}_{name}"] = lambda a=a, b=b, c=c: matmul(RACED, a, b, c, config=cfg)
         tiles = triton.cdiv(m, bm) * col_tiles
-        out[name] = {"M": m, "N": size, "K": size, "tiles": tiles, "waves": tiles / sms}
+        out[name] = {"M": m, "N": size, "K": k, "tiles": tiles, "waves": tiles / sms}
     times = gpu_us_each(calls, rounds=15, warmup_ms=250, rep_ms=40)
     for name in shapes:
         ours, theirs = times[f"{RACED}_{name}"], times[f"cublas_{name}"]
@@ -487,7 +494,7 @@ if __name__ == "__main__":
                 f"{c['power_w']['median']:.0f} W, power-capped {c['power_capped_share']:.0%} of samples"
             )
     if r["tail"]:
-        for name in ("square", "full_waves"):
+        for name in ("square", "full_waves", "k_half", "k_quarter"):
             t = r["tail"][name]
             print(
                 f"  {RACED} at {t['M']}x{t['N']}x{t['K']} ({t['tiles']} tiles, {t['waves']:.2f} waves of "
