@@ -15,7 +15,9 @@ Bandwidth counts the bytes a softmax must move, one read and one write of the te
 way reads it twice, so its real traffic is higher). The compiled peer is torch.compile of the same
 torch.softmax call, compiled once per shape (dynamic=False) and timed warm; on a GPU also with
 mode="max-autotune-no-cudagraphs" (every reduction config Inductor knows timed, then coordinate
-descent), launched from Python like the other two, so that all are timed the same way."""
+descent), launched from Python like the other two, so that all are timed the same way. Where
+Liger Kernel is installed, its softmax (LigerSoftmaxFunction: a whole row per program, 4 to 32 warps
+by row length) races too, called as its users call it."""
 
 import math
 
@@ -31,6 +33,15 @@ import triton.language as tl  # noqa: E402
 
 # --8<-- [end:imports]
 from coursekit.bench import device_name, gpu_us_each, rate, summarize  # noqa: E402
+
+try:  # Liger Kernel's softmax (pure Triton; pip install liger-kernel): raced where it is installed
+    from importlib.metadata import version
+
+    from liger_kernel.ops import LigerSoftmaxFunction
+
+    LIGER = f"Liger Kernel {version('liger-kernel')}"
+except ImportError:
+    LigerSoftmaxFunction, LIGER = None, None
 
 PROCESSES = 1  # one process: every number here is a device-side time (CUDA events), not a host timing
 
@@ -192,6 +203,9 @@ def time_shape(n_rows: int, n_cols: int, dtype: torch.dtype, dev: str, backend: 
         tuned = torch.compile(lambda t: torch.softmax(t, dim=-1), dynamic=False, mode="max-autotune-no-cudagraphs")
         tuned_out = tuned(x)  # autotunes here, before any timing
         peers["torch_compile_max_autotune"] = lambda: tuned(x)
+    if LigerSoftmaxFunction is not None:  # as its users call it: a new output each call, like torch.softmax
+        liger_out = LigerSoftmaxFunction.apply(x)  # compiles here, before any timing
+        peers["liger"] = lambda: LigerSoftmaxFunction.apply(x)
     softmax(x, out)  # autotunes here, before any timing: every candidate writes out
     got = softmax(x, out.fill_(float("nan")))  # the winner alone: an element it does not write stays NaN
     written = not got.isnan().any().item()
@@ -201,6 +215,8 @@ def time_shape(n_rows: int, n_cols: int, dtype: torch.dtype, dev: str, backend: 
     diffs = {"triton_vs_eager": diff, "compiled_vs_eager": (compiled_out.float() - expected.float()).abs().max().item()}
     if "torch_compile_max_autotune" in peers:
         diffs["max_autotune_vs_eager"] = (tuned_out.float() - expected.float()).abs().max().item()
+    if "liger" in peers:
+        diffs["liger_vs_eager"] = (liger_out.float() - expected.float()).abs().max().item()
     return {
         "n_cols": n_cols,
         "n_rows": n_rows,
@@ -217,6 +233,7 @@ def time_shape(n_rows: int, n_cols: int, dtype: torch.dtype, dev: str, backend: 
                 if "torch_compile_max_autotune" in times
                 else {}
             ),
+            **({"vs_liger": paired_ratio(times["liger"], times["triton"])} if "liger" in times else {}),
         },
     }
 
@@ -233,6 +250,8 @@ def measure(small: bool = False) -> dict:
             "Inductor build of its C++ kernels takes about half a minute on a 2-core machine",
             "CPU run: the autotuner cannot time candidates without a GPU; each ran once and the first was kept",
         ]
+    if LIGER is None:
+        notes.append("Liger Kernel is not installed here (pip install liger-kernel): its softmax was not raced")
     points = []
     for dtype_name, dtype in DTYPES.items():
         item = torch.tensor([], dtype=dtype).element_size()
@@ -244,6 +263,7 @@ def measure(small: bool = False) -> dict:
         "torch_eager": "torch.softmax",
         "torch_compile": f"torch.compile ({backend})",
         "torch_compile_max_autotune": "torch.compile (max-autotune, no CUDA graphs)",
+        "liger": f"{LIGER} softmax",
     }
     races = [  # the scoreboard's rows (coursekit/scoreboard.py): every shape, against every peer
         {
@@ -262,6 +282,7 @@ def measure(small: bool = False) -> dict:
         "repetitions": min(reps),
         "tensor_bytes": TENSOR_BYTES,
         "compile_backend": backend,
+        "liger": LIGER,
         "points": points,
         "notes": notes,
         "races": races,
@@ -280,6 +301,7 @@ if __name__ == "__main__":
             f"  {p['dtype']:<9} {p['n_rows']:>6} x {p['n_cols']:<6}"
             + "".join(f" {v[k]['GBps']['median']:9.1f}" for k in ("triton", "torch_eager", "torch_compile"))
             + f" {s['vs_eager']['median']:8.2f}x {s['vs_compile']['median']:8.2f}x  {way}, {c['num_warps']} warps"
+            + (f"; {s['vs_liger']['median']:.2f}x {r['liger']}" if "vs_liger" in s else "")
         )
     for note in r["notes"]:
         print(f"  note: {note}")
