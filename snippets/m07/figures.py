@@ -11,7 +11,7 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from coursekit.plotting import BLUE, GREEN, ORANGE, PURPLE, REFERENCE, RERUN, legend, margin, number
+from coursekit.plotting import BLUE, BROWN, GREEN, ORANGE, PURPLE, REFERENCE, RERUN, legend, margin, number
 
 # torch-free: figures run at site-build time without torch
 from coursekit.stats import (
@@ -31,6 +31,7 @@ VARIANT_LABELS = {
     "torch_eager": "torch.softmax (eager)",
     "torch_compile": "torch.compile(torch.softmax)",
     "torch_compile_max_autotune": "torch.compile, max-autotune",
+    "liger": "Liger Kernel's softmax",
 }
 # One colour per series across subplots (plotly's colorway would cycle per trace); the light palette
 # of docs/assets/javascripts/figures.js, legible on the dark one too.
@@ -39,6 +40,7 @@ COLORS = {
     "torch_eager": ORANGE,
     "torch_compile": GREEN,
     "torch_compile_max_autotune": PURPLE,
+    "liger": BROWN,
     "cublas": ORANGE,
 }
 DTYPE_SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
@@ -67,7 +69,8 @@ def _tile_text(cfg: dict) -> str:
     """A matmul config in one line: tile, stages, warps, then any other field the snippet stores."""
     tile = f"{cfg['BLOCK_M']}×{cfg['BLOCK_N']}×{cfg['BLOCK_K']}"
     text = f"{tile} tile, {cfg['num_stages']} stages, {cfg['num_warps']} warps"
-    extra = [f"{k}={v}" for k, v in cfg.items() if k not in TILE_KEYS and k != "autotune_ms"]
+    extra = [f"GROUP_M={cfg['GROUP_M']}"] if "GROUP_M" in cfg else []
+    extra += [f"{k}={v}" for k, v in cfg.items() if k not in TILE_KEYS and k != "autotune_ms"]
     return text + (", " + ", ".join(extra) if extra else "")
 
 
@@ -194,7 +197,12 @@ def softmax_facts(results) -> dict:
         lines.append(f"{p['dtype']:<9} {p['n_cols']:>6}  {entry['way']:<34} {cfg['num_warps']:>5} {per_thread:>13}")
     # The races (the snippet's per-round ratios, the peer's time over ours: above 1, ours is faster):
     # those lost at the median, and the closest of those won.
-    peers = {"vs_eager": "torch.softmax", "vs_compile": "torch.compile", "vs_max_autotune": "max-autotune"}
+    peers = {
+        "vs_eager": "torch.softmax",
+        "vs_compile": "torch.compile",
+        "vs_max_autotune": "max-autotune",
+        "vs_liger": "Liger Kernel",
+    }
     races = [
         (ratio, f"{p['dtype']}, N = {p['n_cols']:,}, against {peers.get(name, name)}")
         for p in data["points"]
@@ -202,6 +210,7 @@ def softmax_facts(results) -> dict:
     ]
     won = [r for r in races if r[0]["median"] >= 1]
     closest = min(won, key=lambda r: r[0]["median"]) if won else None
+    liger = [p["speedup"]["vs_liger"]["median"] for p in data["points"] if "vs_liger" in p.get("speedup", {})]
     return {
         "by": by,
         "config_table": "\n".join(lines),
@@ -210,6 +219,8 @@ def softmax_facts(results) -> dict:
         "races_won": len(won),
         "races_lost": "; ".join(label for ratio, label in races if ratio["median"] < 1) or "none",
         "closest_win": {"ratio": closest[0], "label": closest[1]} if closest else {},
+        # against Liger Kernel's softmax, where it was raced: shapes raced and won (median), the largest lead
+        "liger": {"raced": len(liger), "won": sum(r >= 1 for r in liger), "best": max(liger)} if liger else {},
     }
 
 
@@ -225,6 +236,7 @@ def softmax_bandwidth(results) -> go.Figure:
         "torch_eager": "square",
         "torch_compile": "diamond",
         "torch_compile_max_autotune": "x",
+        "liger": "triangle-up",
     }
     for col, dtype in enumerate(dtypes, 1):
         points = [p for p in data["points"] if p["dtype"] == dtype]
