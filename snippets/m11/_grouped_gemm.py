@@ -166,9 +166,9 @@ def tma_config(bm, bn, bk, stages, warps, programs_per_sm, w_3d=True, tma_store=
 
 # What the autotuner chooses among. Shared memory per program: (BLOCK_M + BLOCK_N) x BLOCK_K x stages x 2
 # bytes (an H200 SM has 228 KiB): 64 x 128 at 4 stages and 128 x 128 at 3 leave room for two programs.
-# TMA_STORE: a tile whose rows all lie in its group leaves through a TMA store, which the program does not
-# wait on before it starts its next tile's loads (the tile is staged in shared memory: 64 KiB for 128 x 256,
-# half with EPILOGUE_SUBTILE, which stores it in two halves).
+# TMA_STORE: a tile whose rows all lie in its group leaves through a TMA store, copied out of shared memory
+# by the TMA unit (the staged tile takes 64 KiB for 128 x 256, half with EPILOGUE_SUBTILE, which stores it
+# in two halves).
 TMA_CONFIGS = [
     tma_config(128, 256, 64, 3, 8, 1),
     tma_config(128, 256, 64, 4, 8, 1),
