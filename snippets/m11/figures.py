@@ -174,6 +174,8 @@ def gemm_facts(results) -> dict:
         str(m) for m in sorted({g["triton_config"]["BLOCK_M"] for p in data["points"] for g in p["gemms"]})
     )
     out["gemms_tuned"] = sum(g["tuned_here"] for p in data["points"] for g in p["gemms"])
+    # GEMMs whose winner, run alone into a NaN-filled output, left an element unwritten (0: none)
+    out["unwritten"] = sum(not g["triton_all_written"] for p in data["points"] for g in p["gemms"])
     out["max_diff_triton_vs_torch"] = max(
         max(g["max_abs_diff_triton_vs_torch"], g["max_abs_diff_triton_vs_torch_kmajor"])
         for p in data["points"]
@@ -255,6 +257,8 @@ def tma_facts(results) -> dict:
         "max_diff_vs_fp32": max(g["max_abs_diff_tma_vs_fp32"] for p in data["points"] for g in p["gemms"]),
         # against torch._grouped_mm on the same inputs, every point and GEMM (0: identical outputs)
         "max_diff_vs_torch": max(g["max_abs_diff_tma_vs_torch"] for p in data["points"] for g in p["gemms"]),
+        # GEMMs whose winner, run alone into a NaN-filled output, left an element unwritten (0: none)
+        "unwritten": sum(not g["tma_all_written"] for p in data["points"] for g in p["gemms"]),
     }
     return out
 

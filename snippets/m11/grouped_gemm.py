@@ -106,8 +106,12 @@ def time_point(name, shape, tokens, router, dev, dtype) -> dict:
         # the peer's other weight layout: stored [G, N, K] (K contiguous) and passed transposed, as torchtitan does
         wk = w.transpose(-2, -1).contiguous()
         calls[f"torch_kmajor_{gemm}"] = lambda inp=inp, wk=wk: torch._grouped_mm(inp, wk.transpose(-2, -1), offsets)
-        ours, choice = tuned(calls[f"triton_{gemm}"], cuda)
-        ours_tma, choice_tma = tuned(calls[f"tma_{gemm}"], cuda, grouped_mm_tma_kernel)
+        _, choice = tuned(calls[f"triton_{gemm}"], cuda)
+        _, choice_tma = tuned(calls[f"tma_{gemm}"], cuda, grouped_mm_tma_kernel)
+        # each winner alone into a NaN-filled output (while tuning, every candidate wrote the same buffer):
+        # an element the winner does not write stays NaN
+        nan_out = lambda: torch.full((rows, w.shape[2]), float("nan"), device=dev, dtype=dtype)
+        ours, ours_tma = grouped_mm(inp, w, offsets, out=nan_out()), grouped_mm_tma(inp, w, offsets, out=nan_out())
         expected, theirs = fp32_reference(inp, w, offsets), calls[f"torch_{gemm}"]()
         theirs_k = calls[f"torch_kmajor_{gemm}"]()
         gemms.append(
@@ -123,6 +127,8 @@ def time_point(name, shape, tokens, router, dev, dtype) -> dict:
                 "tma_config": choice_tma["config"],
                 "tma_tuned_here": choice_tma["tuned_here"],
                 "tma_autotune": choice_tma["autotune"],
+                "triton_all_written": not ours.isnan().any().item(),
+                "tma_all_written": not ours_tma.isnan().any().item(),
                 "max_abs_diff_tma_vs_fp32": (ours_tma.float() - expected).abs().max().item(),
                 "max_abs_diff_tma_vs_torch": (ours_tma.float() - theirs.float()).abs().max().item(),
                 "max_abs_diff_triton_vs_fp32": (ours.float() - expected).abs().max().item(),
