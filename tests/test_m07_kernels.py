@@ -60,9 +60,10 @@ def test_vector_add_is_exact_and_stays_inside_its_output(vector_add, n, block_si
 BF16_ROUNDING = 2**-8 if CUDA else 2**-7
 SOFTMAX_TOLERANCE = {torch.float32: (1e-5, 1e-8), torch.bfloat16: (BF16_ROUNDING + 1e-5, 1e-8)}  # (rtol, atol)
 
-ONE_ROW = {"ROWS": 1, "ONLINE": False, "CHUNK": 1}
-FOUR_ROWS = {"ROWS": 4, "ONLINE": False, "CHUNK": 1}
-ONLINE_32 = {"ROWS": 1, "ONLINE": True, "CHUNK": 32}  # several chunks per row, the last one partial
+ONE_ROW = {"ROWS": 1, "ONLINE": False, "CHUNK": 1, "FLAT": True}  # one row as a 1-D block
+ONE_ROW_2D = {"ROWS": 1, "ONLINE": False, "CHUNK": 1, "FLAT": False}  # the same row as a [1, ROW_BLOCK] block
+FOUR_ROWS = {"ROWS": 4, "ONLINE": False, "CHUNK": 1, "FLAT": False}
+ONLINE_32 = {"ROWS": 1, "ONLINE": True, "CHUNK": 32, "FLAT": False}  # several chunks per row, the last one partial
 
 
 def check_softmax(module, n_rows, n_cols, dtype, config, scale=1.0):
@@ -86,17 +87,18 @@ def check_softmax(module, n_rows, n_cols, dtype, config, scale=1.0):
     [
         (3, 1, ONE_ROW),  # a row of one element: padded to a block of one
         (5, 77, ONE_ROW),  # padded to 128 with -inf
+        (5, 77, ONE_ROW_2D),  # the same as a [1, 128] block
         (6, 100, FOUR_ROWS),  # 6 rows in programs of 4: the second program's last two rows are masked
         (3, 100, ONLINE_32),  # online: four chunks of 32, the last with 4 columns
         (2, 96, ONLINE_32),  # online: chunks that fit exactly
     ],
-    ids=["n1", "n77", "rows4", "online100", "online96"],
+    ids=["n1", "n77", "n77_2d", "rows4", "online100", "online96"],
 )
 def test_softmax_matches_torch(softmax, n_rows, n_cols, dtype, config):
     check_softmax(softmax, n_rows, n_cols, dtype, config)
 
 
-@pytest.mark.parametrize("config", [ONE_ROW, ONLINE_32], ids=["one_pass", "online"])
+@pytest.mark.parametrize("config", [ONE_ROW, ONE_ROW_2D, ONLINE_32], ids=["one_pass", "one_pass_2d", "online"])
 def test_softmax_subtracts_the_row_maximum(softmax, config):
     """Inputs up to about 200: exp of them overflows float32 (beyond about 88) unless shifted first."""
     check_softmax(softmax, 4, 100, torch.float32, config, scale=50.0)

@@ -160,7 +160,9 @@ def _way(cfg: dict) -> str:
     if cfg.get("ONLINE"):
         return f"online, chunks of {cfg['CHUNK']}"
     rows = cfg.get("ROWS", 1)
-    return f"one pass, {rows} row{'s' if rows > 1 else ''} per program"
+    if rows == 1:
+        return "one pass, 1 row per program" + (" (1-D)" if cfg.get("FLAT") else " ([1, N] block)")
+    return f"one pass, {rows} rows per program"
 
 
 def _row_block(n: int) -> int:
@@ -211,6 +213,15 @@ def softmax_facts(results) -> dict:
     won = [r for r in races if r[0]["median"] >= 1]
     closest = min(won, key=lambda r: r[0]["median"]) if won else None
     liger = [p["speedup"]["vs_liger"]["median"] for p in data["points"] if "vs_liger" in p.get("speedup", {})]
+    # one row in one pass, as a [1, N] block over the same row as a 1-D block, at the same warps, in the
+    # autotuner's own single timings (GPU sets only: the CPU has no timings): above 1, the 1-D form is faster
+    flat = []
+    for p in data["points"]:
+        tuned = [c for c in p["config"].get("candidates", []) if c.get("autotune_ms") and c["ROWS"] == 1]
+        for c in (c for c in tuned if not c["ONLINE"] and not c.get("FLAT", False)):
+            twin = next((u for u in tuned if u.get("FLAT") and u["num_warps"] == c["num_warps"]), None)
+            if twin:
+                flat.append(c["autotune_ms"] / twin["autotune_ms"])
     return {
         "by": by,
         "config_table": "\n".join(lines),
@@ -221,6 +232,7 @@ def softmax_facts(results) -> dict:
         "closest_win": {"ratio": closest[0], "label": closest[1]} if closest else {},
         # against Liger Kernel's softmax, where it was raced: shapes raced and won (median), the largest lead
         "liger": {"raced": len(liger), "won": sum(r >= 1 for r in liger), "best": max(liger)} if liger else {},
+        "flat_gain": {"pairs": len(flat), "lowest": min(flat), "highest": max(flat)} if flat else {},
     }
 
 

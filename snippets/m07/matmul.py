@@ -64,6 +64,7 @@ TMA_CONFIGS = [
     config(128, 256, 64, 3, 8, EPILOGUE_SUBTILE=True, GROUP_M=32),
     config(128, 256, 64, 4, 8, EPILOGUE_SUBTILE=True),
     config(128, 128, 64, 4, 4, EPILOGUE_SUBTILE=False),
+    config(128, 128, 64, 5, 4, EPILOGUE_SUBTILE=False),
 ]
 # Warp specialization: one producer warp group issuing TMA loads, two consumer warp groups issuing
 # wgmma. On Hopper, Triton 3.6 specializes only at num_warps=4 (the warps of one consumer); with 8 it
@@ -342,6 +343,23 @@ def clock_sampler(period_s: float = 0.005):
     return tag, stop
 
 
+def kernel_names(fn) -> list:
+    """The kernels one call of ``fn`` launches, by name (torch.profiler); for cuBLAS, the name of the
+    kernel its heuristic picked for the shape carries its tile, stages, cluster and schedule. Empty on
+    the CPU."""
+    if not torch.cuda.is_available():
+        return []
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    cuda = torch.autograd.DeviceType.CUDA
+    return sorted({e.name for e in prof.events() if e.device_type == cuda and not e.name.startswith("Memset")})
+
+
 def time_size(size: int, dtype: torch.dtype, dev: str, notes: list) -> dict:
     """One size: each step tuned and checked, then torch.mm and every step timed in turn, round after
     round, so that the clocks' drift over the run (a long GEMM run meets the GPU's power cap, which
@@ -388,7 +406,11 @@ def time_size(size: int, dtype: torch.dtype, dev: str, notes: list) -> dict:
         row["vs_cublas"] = summarize([x / y for x, y in zip(cublas["rounds"], t["rounds"])], "x")
     return {
         "size": size,
-        "cublas": {"time_us": cublas, "TFLOPs": rate(cublas, flops / 1e12, "TFLOP/s")},
+        "cublas": {
+            "time_us": cublas,
+            "TFLOPs": rate(cublas, flops / 1e12, "TFLOP/s"),
+            "kernels": kernel_names(lambda: torch.mm(a, b, out=c)),
+        },
         "steps": rows,
         "max_abs_expected": expected.float().abs().max().item(),
         "clocks": clocks,
@@ -425,12 +447,16 @@ def time_full_waves(size: int, dtype: torch.dtype, dev: str, config: dict) -> di
         calls[f"{RACED}_{name}"] = lambda a=a, b=b, c=c: matmul(RACED, a, b, c, config=cfg)
         tiles = triton.cdiv(m, bm) * col_tiles
         out[name] = {"M": m, "N": size, "K": k, "tiles": tiles, "waves": tiles / sms}
-    times = gpu_us_each(calls, rounds=15, warmup_ms=250, rep_ms=40)
+        out[name]["cublas_kernels"] = kernel_names(calls[f"cublas_{name}"])
+    tag, stop = clock_sampler()
+    times = gpu_us_each({name: tag(name, fn) for name, fn in calls.items()}, rounds=15, warmup_ms=250, rep_ms=40)
+    clocks = stop()
     for name in shapes:
         ours, theirs = times[f"{RACED}_{name}"], times[f"cublas_{name}"]
         # cuBLAS's time over ours, round by round: above 1, ours is faster
         out[name].update(time_us=ours, cublas_us=theirs)
         out[name]["vs_cublas"] = summarize([x / y for x, y in zip(theirs["rounds"], ours["rounds"])], "x")
+        out[name]["clocks"] = {who: clocks[f"{who}_{name}"] for who in (RACED, "cublas") if f"{who}_{name}" in clocks}
     return {"sms": sms, "config": config, **out}
 
 

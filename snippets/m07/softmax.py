@@ -54,13 +54,15 @@ SMALL_SHAPES = [(5, 64), (3, 1000)]  # (rows, N) on the CPU: a row shorter than 
 # --8<-- [start:configs]
 # Candidates for the autotuner: one-pass with 1 to 16 rows per program, or online in CHUNK-wide blocks.
 SOFTMAX_CONFIGS = (
-    [triton.Config({"ROWS": 1, "ONLINE": False, "CHUNK": 1}, num_warps=w) for w in (4, 8, 16, 32)]
+    [triton.Config({"ROWS": 1, "ONLINE": False, "CHUNK": 1, "FLAT": True}, num_warps=w) for w in (4, 8, 16, 32)]
+    # the same row as a [1, ROW_BLOCK] block, kept at many warps to show what the 1-D form gains
+    + [triton.Config({"ROWS": 1, "ONLINE": False, "CHUNK": 1, "FLAT": False}, num_warps=w) for w in (16, 32)]
     + [
-        triton.Config({"ROWS": r, "ONLINE": False, "CHUNK": 1}, num_warps=w)
+        triton.Config({"ROWS": r, "ONLINE": False, "CHUNK": 1, "FLAT": False}, num_warps=w)
         for r, w in ((2, 4), (4, 4), (4, 8), (8, 4), (8, 8), (16, 16))
     ]
     + [
-        triton.Config({"ROWS": 1, "ONLINE": True, "CHUNK": c}, num_warps=w)
+        triton.Config({"ROWS": 1, "ONLINE": True, "CHUNK": c, "FLAT": False}, num_warps=w)
         for c, w in ((2048, 4), (4096, 8), (4096, 16), (8192, 16), (8192, 32), (16384, 32))
     ]
 )
@@ -111,12 +113,20 @@ def softmax_kernel(
     ROWS: tl.constexpr,  # rows per program
     ONLINE: tl.constexpr,  # walk the row in CHUNK-wide blocks instead of holding it whole
     CHUNK: tl.constexpr,
+    FLAT: tl.constexpr,  # one pass over one row (ROWS = 1) as a 1-D block
 ):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < n_rows
     x_rows = x_ptr + rows[:, None].to(tl.int64) * x_row_stride  # [ROWS, 1] pointers to the rows' starts
     y_rows = y_ptr + rows[:, None].to(tl.int64) * y_row_stride
-    if not ONLINE:  # one pass: the whole row in registers, one read and one write per element
+    if not ONLINE and FLAT:  # one pass over one row as a 1-D block (the autotuner also times it as [1, ROW_BLOCK])
+        row = tl.program_id(0).to(tl.int64)  # the grid has exactly n_rows programs
+        cols = tl.arange(0, ROW_BLOCK)
+        x = tl.load(x_ptr + row * x_row_stride + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
+        num = tl.exp(x - tl.max(x, axis=0))  # padding past the row's end loads as -inf: exp(-inf) = 0 adds nothing
+        y = num * (1.0 / tl.sum(num, axis=0))
+        tl.store(y_ptr + row * y_row_stride + cols, y.to(y_ptr.dtype.element_ty), mask=cols < n_cols)
+    elif not ONLINE:  # one pass over ROWS rows: the whole rows in registers, one read and one write per element
         cols = tl.arange(0, ROW_BLOCK)[None, :]
         mask = row_ok[:, None] & (cols < n_cols)
         x = tl.load(x_rows + cols, mask=mask).to(tl.float32)  # compute in float32 whatever the storage
