@@ -7,6 +7,7 @@ step, a config field or a compiled fact added to a snippet shows up without a ch
 """
 
 import math
+import re
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -318,6 +319,18 @@ def _pipeline_bytes(cfg: dict, elem: int) -> int:
     return cfg["num_stages"] * (cfg["BLOCK_M"] * cfg["BLOCK_K"] + cfg["BLOCK_K"] * cfg["BLOCK_N"]) * elem
 
 
+def _nvjet(names: list) -> dict:
+    """The cuBLAS kernel a point ran (its profiler name) and the fields its name spells, read as
+    nvjet names read: tile M x N, K step x stages, cluster (not documented by NVIDIA; empty if the
+    name has another form)."""
+    name = next((n for n in names if "gemm" in n or "nvjet" in n), names[0] if names else "")
+    m = re.search(r"_(\d+)x(\d+)_(\d+)x(\d+)_(\d+)x(\d+)_", name)
+    if not m:
+        return {"name": name}
+    tm, tn, bk, stages, cm, cn = (int(g) for g in m.groups())
+    return {"name": name, "tile": f"{tm} × {tn}", "k_step": bk, "stages": stages, "cluster": f"{cm} × {cn}"}
+
+
 def matmul_facts(results) -> dict:
     """Per size (key "4096") and step: the rate, its ratio to cuBLAS, to the step before and to the
     GEMM ceiling, the autotuned config in words, and the compiled facts next to the arithmetic that
@@ -331,6 +344,7 @@ def matmul_facts(results) -> dict:
         size, cublas = p["size"], p["cublas"]
         entry = {
             "cublas_of_ceiling": ratio_spread(cublas["TFLOPs"], ceiling["TFLOPs"]),
+            "cublas_kernel": _nvjet(cublas.get("kernels", [])),
             "steps": {},
         }
         step_lines.append(f"{size}^3: torch.mm (cuBLAS) {cublas['TFLOPs']['median']:.0f} TFLOP/s")
@@ -400,8 +414,15 @@ def matmul_facts(results) -> dict:
                 )
                 if twin:
                     flatten.append(c["autotune_ms"] / twin["autotune_ms"])
+    # the tail rounds (time_full_waves): per shape, cuBLAS's kernel and both sides' median SM clocks
+    tail = {}
+    for name, t in (data.get("tail") or {}).items():
+        if isinstance(t, dict) and "vs_cublas" in t:
+            clocks = {who: c["sm_clock_mhz"]["median"] for who, c in t.get("clocks", {}).items()}
+            tail[name] = {"cublas_kernel": _nvjet(t.get("cublas_kernels", [])), "mhz": clocks}
     return {
         "by_size": by_size,
+        "tail": tail,
         "flatten_cost": {"min": min(flatten), "max": max(flatten), "n": len(flatten)} if flatten else {},
         "steps_table": "\n".join(step_lines),
         "autotune_table": "\n".join(tune_lines),
