@@ -31,6 +31,7 @@ experts, where the loop's launches are few) it is 1x, level with the loop. On th
 (_moe.SMALL_SHAPES) in float16, one token count."""
 
 # --8<-- [start:imports]
+import os
 import warnings
 
 import torch
@@ -62,10 +63,21 @@ from _moe import (
 
 from coursekit.bench import device_name, host_us, rate, summarize
 
+try:  # Liger Kernel's fused MoE (pure Triton; pip install liger-kernel): raced where it is installed
+    if not torch.cuda.is_available():  # its autotuner would time candidates on a GPU: one config each
+        os.environ.setdefault("LIGER_FUSED_MOE_AUTOTUNE", "0")
+    from liger_kernel.ops.fused_moe import LigerFusedMoEFunction
+except ImportError:
+    LigerFusedMoEFunction = None
+else:
+    from importlib.metadata import version
+
+    LIGER_MOE = f"Liger Kernel {version('liger-kernel')} fused MoE"
+
 PROCESSES = 1  # one process: the route times are device-side (CUDA events); the sync's host time is one number of many
 CAPACITY_FACTOR = 1.25
 ROUNDS = 10
-ROUTES = ["loop", "padded_bmm", "grouped_torch", "triton_grouped"]
+ROUTES = ["loop", "padded_bmm", "grouped_torch", "triton_grouped"] + (["liger_fused"] if LigerFusedMoEFunction else [])
 RACE_TARGETS = {"qwen3": 3.0, "mixtral": 1.0}  # many small experts: 3x the loop; 8 large ones: level with it
 
 
@@ -77,6 +89,10 @@ def variants(x, ids, weights, layer, capacity) -> dict:
     ends = offsets.tolist()  # for the loop without its sync: the counts fetched once, here
     out_sorted = torch.randn(ids.numel(), x.shape[1], device=x.device, dtype=x.dtype)  # an unpermute's input
     x_rows = torch.randn(ids.numel(), x.shape[1], device=x.device, dtype=x.dtype)  # the dense chain's input
+    liger = {}
+    if LigerFusedMoEFunction is not None:  # its layout: w13 as [E, 2f, h], w2 as [E, h, f]; int32 ids
+        w13_t, w2_t, ids32 = w13.transpose(1, 2).contiguous(), w2.transpose(1, 2).contiguous(), ids.int()
+        liger["liger_fused"] = lambda: LigerFusedMoEFunction.apply(x, w13_t, w2_t, ids32, weights)
     return {
         "dense": lambda: dense_ffn(x_rows, w13[0], w2[0]),
         "loop": lambda: experts_loop(x, ids, weights, w13, w2),
@@ -86,6 +102,7 @@ def variants(x, ids, weights, layer, capacity) -> dict:
         "triton_grouped": lambda: experts_grouped_triton(x, ids, weights, w13, w2),
         "permute": lambda: permute(x, sort_by_expert(ids, w13.shape[0])[0], ids.shape[1]),
         "unpermute": lambda: unpermute(out_sorted, order, weights),
+        **liger,
     }
 
 
@@ -149,13 +166,17 @@ def time_case(name, shape, tokens, dev, dtype) -> dict:
     largest = expected.abs().max().item()
     del expected, diff
     syncs = {r: synchronizing_calls(calls[r]) for r in ROUTES} if cuda else {}
-    times = timed(calls, rounds=ROUNDS)
+    untimed = [] if cuda else ["liger_fused"]  # in Triton's interpreter: checked above, not timed
+    times = timed({k: f for k, f in calls.items() if k not in untimed}, rounds=ROUNDS)
     sync_host = host_us(lambda: offsets.tolist(), calls=100, repeats=15, warmup=10)
     flops = expert_flops(tokens, shape)
     padded_flops = 6 * experts * capacity * shape["hidden"] * shape["ffn"]
     dense = times["dense"]
     routes = {}
     for r in ["dense", *ROUTES]:
+        if r in untimed:
+            routes[r] = {"max_abs_error": errors[r]}
+            continue
         routes[r] = {"time_us": times[r], "TFLOPs": rate(times[r], flops / 1e12, "TFLOP/s")}
         if r != "dense":
             routes[r] |= {
@@ -209,12 +230,25 @@ def measure(small: bool = False) -> dict:
         if c["shape"] in RACE_TARGETS
         for r, label in (("triton_grouped", "Triton grouped GEMM"), ("grouped_torch", "torch._grouped_mm"))
     ]
+    if "liger_fused" in ROUTES and cuda:  # the whole layer against Liger Kernel's fused MoE, the routing given
+        races += [
+            {
+                "name": f"MoE experts, sort-permute + Triton grouped GEMM, {c['shape']}-like, {c['tokens']} tokens",
+                "peer": LIGER_MOE,
+                "ours": c["routes"]["triton_grouped"]["time_us"],
+                "theirs": c["routes"]["liger_fused"]["time_us"],
+                "bar": 1.0,
+                "chapter": "part-m/11-moe.md",
+            }
+            for c in cases
+        ]
     return {
-        "repetitions": min(c["routes"][r]["time_us"]["n"] for c in cases for r in ROUTES),
+        "repetitions": min(t["time_us"]["n"] for c in cases for t in c["routes"].values() if "time_us" in t),
         "device": dev,
         "dtype": str(dtype).removeprefix("torch."),
         "shapes": shapes,
         "routes": ROUTES,
+        "liger": LIGER_MOE if LigerFusedMoEFunction else None,  # raced where installed
         "cases": cases,
         "kernels_per_call": kernels,
         "races": races,
@@ -226,7 +260,7 @@ if __name__ == "__main__":
     print(f"MoE experts on {device_name()} ({r['dtype']}): TFLOP/s of useful FLOPs (x dense chain, x loop)")
     for c in r["cases"]:
         print(f"  {c['shape']} {c['tokens']} tokens (capacity {c['capacity']}, {c['dropped_assignments']} dropped):")
-        for name, route_ in c["routes"].items():
+        for name, route_ in ((n, r_) for n, r_ in c["routes"].items() if "TFLOPs" in r_):
             ratios = "" if name == "dense" else f" ({route_['vs_dense']['median']:.2f}x dense, "
             ratios += "" if name == "dense" else f"{route_['vs_loop']['median']:.2f}x loop)"
             print(f"    {name:>15} {route_['TFLOPs']['median']:8.2f}{ratios}")
