@@ -301,6 +301,16 @@ def route_facts(results) -> dict:
                 r: sum(SYNC_MARK in m for m in c["routes"][r].get("synchronizing_calls", [])) for r in data["routes"]
             },
         }
+    for c in data["cases"]:  # Liger Kernel's fused MoE, where it was raced: its time over the Triton route's
+        if "time_us" in c["routes"].get("liger_fused", {}):
+            ours, liger = c["routes"]["triton_grouped"]["time_us"], c["routes"]["liger_fused"]["time_us"]
+            entry = out[_key(c["shape"], c["tokens"])]
+            # above 1: the Triton route is faster
+            entry["liger_over_triton"] = paired(liger, ours, lambda a, b: a / b, "x")
+            entry["copies_us"] = c["parts"]["permute"]["median"] + c["parts"]["unpermute"]["median"]
+    if data.get("kernels_per_call") and "liger_fused" in data["kernels_per_call"][0]:
+        pair = ("triton_grouped", "liger_fused")
+        out["kernels"] = {k["shape"]: {r: k[r] for r in pair} for k in data["kernels_per_call"]}
     mixtral = [
         c["routes"][r]["vs_dense"]["median"] for c in data["cases"] if c["shape"] == "mixtral" for r in ROUTES[1:]
     ]
