@@ -216,13 +216,14 @@ def softmax_facts(results) -> dict:
     liger = [p["speedup"]["vs_liger"]["median"] for p in data["points"] if "vs_liger" in p.get("speedup", {})]
     # one row in one pass, as a [1, N] block over the same row as a 1-D block, at the same warps, in the
     # autotuner's own single timings (GPU sets only: the CPU has no timings): above 1, the 1-D form is faster
-    flat = []
+    flat, flat_long, flat_short = [], [], []  # long: rows of 16,384 and more
     for p in data["points"]:
         tuned = [c for c in p["config"].get("candidates", []) if c.get("autotune_ms") and c["ROWS"] == 1]
         for c in (c for c in tuned if not c["ONLINE"] and not c.get("FLAT", False)):
             twin = next((u for u in tuned if u.get("FLAT") and u["num_warps"] == c["num_warps"]), None)
             if twin:
                 flat.append(c["autotune_ms"] / twin["autotune_ms"])
+                (flat_long if p["n_cols"] >= 16384 else flat_short).append(flat[-1])
     return {
         "by": by,
         "config_table": "\n".join(lines),
@@ -234,6 +235,8 @@ def softmax_facts(results) -> dict:
         # against Liger Kernel's softmax, where it was raced: shapes raced and won (median), the largest lead
         "liger": {"raced": len(liger), "won": sum(r >= 1 for r in liger), "best": max(liger)} if liger else {},
         "flat_gain": {"pairs": len(flat), "lowest": min(flat), "highest": max(flat)} if flat else {},
+        "flat_gain_long": {"lowest": min(flat_long), "highest": max(flat_long)} if flat_long else {},
+        "flat_gain_short": {"lowest": min(flat_short), "highest": max(flat_short)} if flat_short else {},
     }
 
 
@@ -679,8 +682,14 @@ def runs(results) -> dict:
         if len(rates_ref) == len(rates_race):
             drops.append(rates_ref[-1] < rates_ref[0])
         per_run[name] = row
+    # the softmax's autotuned choice (way, rows, warps) at each shape: in how many the two runs differ
+    choices = [
+        {(p["dtype"], p["n_cols"]): {k: v for k, v in p["config"].items() if k != "candidates"} for p in sm["points"]}
+        for sm in (results("m07/softmax", hardware=h) for h in (REFERENCE, RERUN))
+    ]
     return {
         **per_run,
+        "softmax_choices_differ": sum(choices[0][k] != choices[1].get(k) for k in choices[0]),
         "cublas_drop_everywhere": int(all(drops)),
         # in how many (size, run) pairs the raced step's lead over the tutorial kernel clears the
         # rounds' spread (its 10th percentile above 1)
