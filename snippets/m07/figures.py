@@ -216,14 +216,15 @@ def softmax_facts(results) -> dict:
     liger = [p["speedup"]["vs_liger"]["median"] for p in data["points"] if "vs_liger" in p.get("speedup", {})]
     # one row in one pass, as a [1, N] block over the same row as a 1-D block, at the same warps, in the
     # autotuner's own single timings (GPU sets only: the CPU has no timings): above 1, the 1-D form is faster
-    flat, flat_long, flat_short = [], [], []  # long: rows of 16,384 and more
+    flat, flat_long, flat_short = [], [], []  # long: 32 or more values per thread
     for p in data["points"]:
         tuned = [c for c in p["config"].get("candidates", []) if c.get("autotune_ms") and c["ROWS"] == 1]
         for c in (c for c in tuned if not c["ONLINE"] and not c.get("FLAT", False)):
             twin = next((u for u in tuned if u.get("FLAT") and u["num_warps"] == c["num_warps"]), None)
             if twin:
                 flat.append(c["autotune_ms"] / twin["autotune_ms"])
-                (flat_long if p["n_cols"] >= 16384 else flat_short).append(flat[-1])
+                per_thread = _row_block(p["n_cols"]) // (32 * c["num_warps"])
+                (flat_long if per_thread >= 32 else flat_short).append(flat[-1])
     return {
         "by": by,
         "config_table": "\n".join(lines),
