@@ -216,15 +216,14 @@ def softmax_facts(results) -> dict:
     liger = [p["speedup"]["vs_liger"]["median"] for p in data["points"] if "vs_liger" in p.get("speedup", {})]
     # one row in one pass, as a [1, N] block over the same row as a 1-D block, at the same warps, in the
     # autotuner's own single timings (GPU sets only: the CPU has no timings): above 1, the 1-D form is faster
-    flat, flat_long, flat_short = [], [], []  # long: 32 or more values per thread
+    flat_long, flat_short = [], []  # long: 32 or more values per thread
     for p in data["points"]:
         tuned = [c for c in p["config"].get("candidates", []) if c.get("autotune_ms") and c["ROWS"] == 1]
         for c in (c for c in tuned if not c["ONLINE"] and not c.get("FLAT", False)):
             twin = next((u for u in tuned if u.get("FLAT") and u["num_warps"] == c["num_warps"]), None)
             if twin:
-                flat.append(c["autotune_ms"] / twin["autotune_ms"])
                 per_thread = _row_block(p["n_cols"]) // (32 * c["num_warps"])
-                (flat_long if per_thread >= 32 else flat_short).append(flat[-1])
+                (flat_long if per_thread >= 32 else flat_short).append(c["autotune_ms"] / twin["autotune_ms"])
     return {
         "by": by,
         "config_table": "\n".join(lines),
@@ -235,7 +234,6 @@ def softmax_facts(results) -> dict:
         "closest_win": {"ratio": closest[0], "label": closest[1]} if closest else {},
         # against Liger Kernel's softmax, where it was raced: shapes raced and won (median), the largest lead
         "liger": {"raced": len(liger), "won": sum(r >= 1 for r in liger), "best": max(liger)} if liger else {},
-        "flat_gain": {"pairs": len(flat), "lowest": min(flat), "highest": max(flat)} if flat else {},
         "flat_gain_long": {"lowest": min(flat_long), "highest": max(flat_long)} if flat_long else {},
         "flat_gain_short": {"lowest": min(flat_short), "highest": max(flat_short)} if flat_short else {},
     }
@@ -418,15 +416,8 @@ def matmul_facts(results) -> dict:
                 )
                 if twin:
                     flatten.append(c["autotune_ms"] / twin["autotune_ms"])
-    # the tail rounds (time_full_waves): per shape, cuBLAS's kernel and both sides' median SM clocks
-    tail = {}
-    for name, t in (data.get("tail") or {}).items():
-        if isinstance(t, dict) and "vs_cublas" in t:
-            clocks = {who: c["sm_clock_mhz"]["median"] for who, c in t.get("clocks", {}).items()}
-            tail[name] = {"cublas_kernel": _nvjet(t.get("cublas_kernels", [])), "mhz": clocks}
     return {
         "by_size": by_size,
-        "tail": tail,
         "flatten_cost": {"min": min(flatten), "max": max(flatten), "n": len(flatten)} if flatten else {},
         "steps_table": "\n".join(step_lines),
         "autotune_table": "\n".join(tune_lines),

@@ -307,7 +307,6 @@ def route_facts(results) -> dict:
             entry = out[_key(c["shape"], c["tokens"])]
             # above 1: the Triton route is faster
             entry["liger_over_triton"] = paired(liger, ours, lambda a, b: a / b, "x")
-            entry["copies_us"] = c["parts"]["permute"]["median"] + c["parts"]["unpermute"]["median"]
     if data.get("kernels_per_call") and "liger_fused" in data["kernels_per_call"][0]:
         pair = ("triton_grouped", "liger_fused")
         out["kernels"] = {k["shape"]: {r: k[r] for r in pair} for k in data["kernels_per_call"]}
